@@ -1,0 +1,202 @@
+"""Parley's settings, read from the environment with embedded defaults that need nothing else.
+
+The defaults run the whole product in one Daphne process: SQLite in WAL mode and the in-memory
+channel layer. Scale-out is chosen by environment: DATABASE_URL (PostgreSQL) and
+CHANNEL_LAYER_URL or REDIS_URL (Redis), with any number of Daphne processes behind a balancer.
+"""
+
+import secrets
+from pathlib import Path
+
+import environ
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+VAR_DIR = Path(environ.Env().str("PARLEY_VAR_DIR", default=str(BASE_DIR / "var")))
+
+env = environ.Env()
+
+
+def _secret_key() -> str:
+    """SECRET_KEY from the environment, else one generated once and kept under var/.
+
+    A key kept on disk survives restarts (sessions stay valid) without shipping a known key.
+    """
+    if key := env.str("SECRET_KEY", default=""):
+        return key
+    path = VAR_DIR / "secret-key"
+    if not path.exists():
+        VAR_DIR.mkdir(parents=True, exist_ok=True)
+        path.write_text(secrets.token_urlsafe(50))
+        path.chmod(0o600)
+    return path.read_text().strip()
+
+
+DEBUG = env.bool("PARLEY_DEBUG", default=False)
+SECRET_KEY = _secret_key()
+ALLOWED_HOSTS = env.list("ALLOWED_HOSTS", default=["127.0.0.1", "localhost"])
+CSRF_TRUSTED_ORIGINS = env.list("CSRF_TRUSTED_ORIGINS", default=[])
+
+INSTALLED_APPS = [
+    "daphne",
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "rest_framework",
+    "rest_framework.authtoken",
+    "drf_spectacular",
+    "drf_spectacular_sidecar",
+    "channels",
+    "conversations",
+    "selection",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "config.urls"
+ASGI_APPLICATION = "config.asgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+# Database: SQLite in WAL mode unless DATABASE_URL says otherwise.
+DATABASES = {
+    "default": env.db_url("DATABASE_URL", default=f"sqlite:///{VAR_DIR / 'parley.sqlite3'}"),
+}
+if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
+    DATABASES["default"].setdefault("OPTIONS", {}).update(
+        {
+            # WAL lets the socket replays read while a turn writes; IMMEDIATE takes the write
+            # lock at BEGIN, so two writers queue on the busy timeout instead of deadlocking
+            # on a lock upgrade.
+            "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+            "transaction_mode": "IMMEDIATE",
+            "timeout": 20,
+        }
+    )
+# Under ASGI each request runs in a thread of its own, so persistent connections would leak;
+# Django's advice is 0 here. The turn runner and the event feeds keep their own long-lived
+# database threads (conversations.dbthreads), which is where reuse matters.
+DATABASES["default"]["CONN_MAX_AGE"] = env.int("PARLEY_DB_CONN_MAX_AGE", default=0)
+DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+# Channel layer: in-memory in one process; Redis when a URL is given.
+_layer_url = env.str("CHANNEL_LAYER_URL", default="") or env.str("REDIS_URL", default="")
+if _layer_url:
+    CHANNEL_LAYERS = {
+        "default": {
+            # The pub/sub layer delivers a send in about 0.4 ms where the list-based core layer
+            # takes about 2 ms on this machine; Parley treats the layer as at-most-once anyway.
+            "BACKEND": env.str(
+                "PARLEY_CHANNEL_LAYER_BACKEND",
+                default="channels_redis.pubsub.RedisPubSubChannelLayer",
+            ),
+            "CONFIG": {"hosts": [_layer_url]},
+        }
+    }
+else:
+    CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+    {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
+]
+LOGIN_URL = "login"
+LOGIN_REDIRECT_URL = "home"
+LOGOUT_REDIRECT_URL = "login"
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = True
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATIC_ROOT = VAR_DIR / "static"
+STATIC_ROOT.mkdir(parents=True, exist_ok=True)
+STATICFILES_DIRS = [BASE_DIR / "templates" / "static"]
+# Without collectstatic (tests, a first run) WhiteNoise serves straight from the finders.
+WHITENOISE_USE_FINDERS = True
+WHITENOISE_AUTOREFRESH = DEBUG
+
+REST_FRAMEWORK = {
+    # Token first: an unauthenticated REST client gets 401 with "WWW-Authenticate: Token".
+    "DEFAULT_AUTHENTICATION_CLASSES": [
+        "rest_framework.authentication.TokenAuthentication",
+        "rest_framework.authentication.SessionAuthentication",
+    ],
+    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "EXCEPTION_HANDLER": "conversations.exceptions.api_exception_handler",
+    "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.LimitOffsetPagination",
+    "PAGE_SIZE": 50,
+}
+SPECTACULAR_SETTINGS = {
+    "TITLE": "Parley API",
+    "DESCRIPTION": (
+        "A team's conversations with an AI agent: start turns, steer or stop them, answer the "
+        "questions an agent asks mid-turn, and tail any turn as Server-Sent Events."
+    ),
+    "VERSION": "1.0.0",
+    "SERVE_INCLUDE_SCHEMA": False,
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
+    "COMPONENT_SPLIT_REQUEST": True,
+}
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "root": {"handlers": ["console"], "level": env.str("PARLEY_LOG_LEVEL", default="INFO")},
+    "loggers": {"daphne": {"level": "WARNING"}},
+}
+
+# Parley itself.
+PARLEY_FILES_ROOT = Path(env.str("PARLEY_FILES_ROOT", default=str(VAR_DIR / "files")))
+# Agent backends by name, loaded by dotted path; PARLEY_AGENTS (a JSON object) adds or replaces.
+PARLEY_AGENTS = {
+    "builtin": "conversations.agents.builtin.BuiltinAgent",
+    **env.json("PARLEY_AGENTS", default={}),
+}
+PARLEY_DEFAULT_AGENT = env.str("PARLEY_DEFAULT_AGENT", default="builtin")
+# Pause between the builtin agent's streamed chunks, so a person can read along.
+PARLEY_BUILTIN_PACE_MS = env.int("PARLEY_BUILTIN_PACE_MS", default=25)
+# Text deltas that arrive within this window are written as one event.
+PARLEY_DELTA_COALESCE_MS = env.int("PARLEY_DELTA_COALESCE_MS", default=30)
+# Events a turn may have waiting to be written before the agent is made to wait (backpressure).
+PARLEY_EVENT_BACKLOG = env.int("PARLEY_EVENT_BACKLOG", default=2000)
+# A turn's lease: renewed by its process; once it runs out the turn is ended as failed.
+PARLEY_TURN_LEASE_SECONDS = env.int("PARLEY_TURN_LEASE_SECONDS", default=30)
+PARLEY_MAX_INPUT_CHARS = env.int("PARLEY_MAX_INPUT_CHARS", default=20_000)
+PARLEY_WS_MAX_FRAME_BYTES = env.int("PARLEY_WS_MAX_FRAME_BYTES", default=64 * 1024)
+PARLEY_SSE_KEEPALIVE_SECONDS = env.float("PARLEY_SSE_KEEPALIVE_SECONDS", default=15.0)
+# How long a live feed may sit idle before it checks the database for events it was not told of.
+PARLEY_FEED_POLL_SECONDS = env.float("PARLEY_FEED_POLL_SECONDS", default=5.0)

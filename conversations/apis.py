@@ -1,0 +1,286 @@
+"""The REST API for workspaces, conversations, turns and events (thin: parse, call, answer)."""
+
+from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
+from rest_framework import serializers, status
+from rest_framework.pagination import LimitOffsetPagination
+from rest_framework.renderers import JSONRenderer
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from . import selectors, services
+from .access import conversation_access, workspace_access
+from .events import check_seq_within, parse_seq
+from .exceptions import ApplicationError
+from .sse import tail_response
+
+MAX_EVENTS_PAGE = 1000
+
+
+class ErrorSerializer(serializers.Serializer):
+    error = inline_serializer(
+        "ErrorBody", {"code": serializers.CharField(), "message": serializers.CharField()}
+    )
+
+
+class PersonSerializer(serializers.Serializer):
+    id = serializers.IntegerField(source="pk")
+    username = serializers.CharField(source="get_username")
+    name = serializers.SerializerMethodField()
+
+    def get_name(self, user) -> str:
+        return user.get_full_name() or user.get_username()
+
+
+class EventSerializer(serializers.Serializer):
+    """The event envelope (see the contract): the same shape on every channel."""
+
+    seq = serializers.IntegerField()
+    type = serializers.CharField()
+    conversation = serializers.CharField()
+    turn = serializers.CharField()
+    ts = serializers.CharField()
+    data = serializers.JSONField()
+
+    def to_representation(self, instance):
+        return instance.to_envelope()
+
+
+class ConversationOutputSerializer(serializers.Serializer):
+    id = serializers.CharField()
+    workspace = serializers.CharField(source="workspace.slug")
+    title = serializers.CharField()
+    agent = serializers.CharField()
+    created_by = PersonSerializer(allow_null=True)
+    created_at = serializers.DateTimeField()
+    latest_seq = serializers.IntegerField(source="last_seq")
+    active_turn = serializers.CharField(source="active_turn_id", allow_null=True)
+    active_turn_status = serializers.CharField(allow_null=True)
+
+
+def in_flight_payload(conversation) -> dict:
+    """What a reconnecting client needs to know about a conversation's progress."""
+    from selection.selectors import pending_selection_payloads
+
+    return {
+        "conversation": conversation.pk,
+        "in_flight": conversation.active_turn_id is not None,
+        "turn": conversation.active_turn_id,
+        "status": conversation.active_turn_status,
+        # Every event is stored, so any conversation with events can be replayed or tailed.
+        "has_buffer": conversation.last_seq > 0,
+        "latest_seq": conversation.last_seq,
+        "pending_selections": pending_selection_payloads(conversation_id=conversation.pk),
+    }
+
+
+class InFlightOutputSerializer(serializers.Serializer):
+    conversation = serializers.CharField()
+    in_flight = serializers.BooleanField()
+    turn = serializers.CharField(allow_null=True)
+    status = serializers.CharField(allow_null=True)
+    has_buffer = serializers.BooleanField()
+    latest_seq = serializers.IntegerField()
+    pending_selections = serializers.ListField(child=serializers.DictField())
+
+
+class WorkspaceListApi(APIView):
+    class OutputSerializer(serializers.Serializer):
+        slug = serializers.CharField()
+        name = serializers.CharField()
+        role = serializers.CharField()
+
+    @extend_schema(responses=OutputSerializer(many=True), summary="Your workspaces and roles")
+    def get(self, request):
+        workspaces = selectors.workspaces_for_user(user=request.user)
+        return Response(self.OutputSerializer(workspaces, many=True).data)
+
+
+class ConversationListCreateApi(APIView):
+    pagination_class = LimitOffsetPagination
+
+    class InputSerializer(serializers.Serializer):
+        workspace = serializers.SlugField()
+        title = serializers.CharField(max_length=200)
+        agent = serializers.CharField(max_length=50, required=False)
+
+    @extend_schema(
+        parameters=[OpenApiParameter("workspace", str, description="Only this workspace (slug)")],
+        responses=ConversationOutputSerializer(many=True),
+        summary="Conversations in your workspaces, newest first",
+    )
+    def get(self, request):
+        conversations = selectors.conversations_for_user(
+            user=request.user, workspace_slug=request.query_params.get("workspace")
+        )
+        paginator = self.pagination_class()
+        page = paginator.paginate_queryset(conversations, request, view=self)
+        return paginator.get_paginated_response(ConversationOutputSerializer(page, many=True).data)
+
+    @extend_schema(
+        request=InputSerializer,
+        responses={201: ConversationOutputSerializer, 400: ErrorSerializer, 404: ErrorSerializer},
+        summary="Start a conversation",
+    )
+    def post(self, request):
+        payload = self.InputSerializer(data=request.data)
+        payload.is_valid(raise_exception=True)
+        workspace, _ = workspace_access(
+            user=request.user,
+            slug=payload.validated_data["workspace"],
+            act=True,
+            doing="start conversations",
+        )
+        conversation = services.conversation_create(
+            workspace=workspace,
+            user=request.user,
+            title=payload.validated_data["title"],
+            agent=payload.validated_data.get("agent"),
+        )
+        conversation = selectors.conversation_with_state(conversation_id=conversation.pk)
+        return Response(
+            ConversationOutputSerializer(conversation).data, status=status.HTTP_201_CREATED
+        )
+
+
+class ConversationDetailApi(APIView):
+    @extend_schema(responses={200: ConversationOutputSerializer, 404: ErrorSerializer})
+    def get(self, request, conversation_id):
+        conversation, _ = conversation_access(user=request.user, conversation_id=conversation_id)
+        return Response(ConversationOutputSerializer(conversation).data)
+
+
+class TurnStartApi(APIView):
+    class InputSerializer(serializers.Serializer):
+        input = serializers.CharField(trim_whitespace=True)
+        interactive = serializers.BooleanField(default=True)
+
+    class OutputSerializer(serializers.Serializer):
+        turn = serializers.CharField()
+        conversation = serializers.CharField()
+        seq = serializers.IntegerField(help_text="The seq of the turn.started event")
+
+    @extend_schema(
+        request=InputSerializer,
+        responses={
+            202: OutputSerializer,
+            400: ErrorSerializer,
+            403: ErrorSerializer,
+            404: ErrorSerializer,
+            409: ErrorSerializer,
+        },
+        summary="Start a turn (returns at once; the turn is tailable from that moment)",
+    )
+    def post(self, request, conversation_id):
+        payload = self.InputSerializer(data=request.data)
+        payload.is_valid(raise_exception=True)
+        conversation, _ = conversation_access(
+            user=request.user, conversation_id=conversation_id, act=True, doing="start turns"
+        )
+        turn, started = services.turn_start(
+            conversation=conversation,
+            user=request.user,
+            input=payload.validated_data["input"],
+            interactive=payload.validated_data["interactive"],
+        )
+        body = {"turn": turn.pk, "conversation": conversation.pk, "seq": started.seq}
+        return Response(self.OutputSerializer(body).data, status=status.HTTP_202_ACCEPTED)
+
+
+class ConversationInFlightApi(APIView):
+    @extend_schema(responses={200: InFlightOutputSerializer, 404: ErrorSerializer})
+    def get(self, request, conversation_id):
+        conversation, _ = conversation_access(user=request.user, conversation_id=conversation_id)
+        return Response(InFlightOutputSerializer(in_flight_payload(conversation)).data)
+
+
+class InFlightListApi(APIView):
+    @extend_schema(
+        responses=InFlightOutputSerializer(many=True),
+        summary="Every conversation you can see that has a turn in flight",
+    )
+    def get(self, request):
+        conversations = selectors.in_flight_for_user(user=request.user)
+        payloads = [in_flight_payload(c) for c in conversations]
+        return Response(InFlightOutputSerializer(payloads, many=True).data)
+
+
+def _query_seq(request, name: str, default: int = 0) -> int:
+    raw = request.query_params.get(name)
+    return default if raw is None else parse_seq(raw, name)
+
+
+class ConversationEventsApi(APIView):
+    class OutputSerializer(serializers.Serializer):
+        events = EventSerializer(many=True)
+        latest_seq = serializers.IntegerField()
+        next_after_seq = serializers.IntegerField()
+        has_more = serializers.BooleanField()
+
+    @extend_schema(
+        parameters=[
+            OpenApiParameter("after_seq", int, description="Events with a greater seq (default 0)"),
+            OpenApiParameter("limit", int, description=f"At most this many (1-{MAX_EVENTS_PAGE})"),
+        ],
+        responses={200: OutputSerializer, 400: ErrorSerializer, 404: ErrorSerializer},
+        summary="A page of a conversation's events, in seq order",
+    )
+    def get(self, request, conversation_id):
+        conversation, _ = conversation_access(user=request.user, conversation_id=conversation_id)
+        after_seq = _query_seq(request, "after_seq")
+        check_seq_within(after_seq, conversation.last_seq, "after_seq")
+        limit = _query_seq(request, "limit", 100)
+        if not 1 <= limit <= MAX_EVENTS_PAGE:
+            raise ApplicationError("invalid_limit", f"limit must be from 1 to {MAX_EVENTS_PAGE}.")
+        events = selectors.events_page(
+            conversation_id=conversation.pk, after_seq=after_seq, limit=limit
+        )
+        next_after = events[-1].seq if events else after_seq
+        body = {
+            "events": events,
+            "latest_seq": conversation.last_seq,
+            "next_after_seq": next_after,
+            "has_more": next_after < conversation.last_seq,
+        }
+        return Response(self.OutputSerializer(body).data)
+
+
+class ConversationTailApi(APIView):
+    renderer_classes = [JSONRenderer]
+
+    @extend_schema(
+        parameters=[
+            OpenApiParameter("from_seq", int, description="Replay events after this seq"),
+            OpenApiParameter(
+                "Last-Event-ID",
+                int,
+                location=OpenApiParameter.HEADER,
+                description="Sent by reconnecting EventSource clients; wins over from_seq",
+            ),
+        ],
+        responses={
+            (200, "text/event-stream"): str,
+            (400, "application/json"): ErrorSerializer,
+            (404, "application/json"): ErrorSerializer,
+        },
+        summary="Tail a conversation as Server-Sent Events",
+        description=(
+            "Every event with seq > from_seq, then live events until the turn that was active "
+            "when you connected ends, then an `event: done`. Each frame carries `id: <seq>`; "
+            "a `: keep-alive` comment comes every 15 s."
+        ),
+    )
+    def get(self, request, conversation_id):
+        conversation, _ = conversation_access(user=request.user, conversation_id=conversation_id)
+        last_event_id = request.headers.get("Last-Event-ID")
+        if last_event_id is not None:
+            after_seq = parse_seq(last_event_id, "Last-Event-ID")
+        else:
+            after_seq = _query_seq(request, "from_seq")
+        check_seq_within(after_seq, conversation.last_seq)
+        return tail_response(conversation, after_seq=after_seq)
+
+    def perform_content_negotiation(self, request, force=False):
+        # Errors are JSON whatever the client accepts (an EventSource accepts only
+        # text/event-stream); success is the event stream itself, not a rendered body.
+        renderer = JSONRenderer()
+        return renderer, renderer.media_type

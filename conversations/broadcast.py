@@ -1,0 +1,173 @@
+"""Fan-out of committed events to everyone watching.
+
+Each event is encoded once per process. Frames go straight to the watchers in this process (no
+channel-layer hop, no per-socket dispatch), and to other processes as one channel-layer message
+per batch, sent to the conversation's group where each process has a single channel. The layer is
+at-most-once: watchers treat it as a wake-up and fill any hole from the database (see feed.py).
+"""
+
+import asyncio
+import logging
+from collections import deque
+
+from channels.layers import get_channel_layer
+
+from .events import Frame
+from .process import layer_is_shared, process_id, runtime
+
+logger = logging.getLogger(__name__)
+
+# Frames split into messages of at most this many, to keep each layer message small.
+LAYER_BATCH = 200
+
+
+def conversation_group_name(conversation_id: str) -> str:
+    return f"parley.conversation.{conversation_id}"
+
+
+class Subscription:
+    """One watcher's queue of live frames for one conversation.
+
+    The queue is bounded: a watcher that falls too far behind loses its queued frames and is
+    told so (``overflowed``), and reads them back from the database instead.
+    """
+
+    MAX_BACKLOG = 10_000
+
+    __slots__ = ("_frames", "_wakeup", "conversation_id", "overflowed")
+
+    def __init__(self, conversation_id: str):
+        self.conversation_id = conversation_id
+        self.overflowed = False
+        self._frames: deque[Frame] = deque()
+        self._wakeup = asyncio.Event()
+
+    def put(self, frames: list[Frame]) -> None:
+        if len(self._frames) + len(frames) > self.MAX_BACKLOG:
+            self._frames.clear()
+            self.overflowed = True
+        else:
+            self._frames.extend(frames)
+        self._wakeup.set()
+
+    async def get(self, timeout: float) -> list[Frame] | None:
+        """Every frame queued so far, waiting up to ``timeout`` for one; None if none came."""
+        if not self._frames and not self.overflowed:
+            self._wakeup.clear()
+            try:
+                async with asyncio.timeout(timeout):
+                    await self._wakeup.wait()
+            except TimeoutError:
+                return None
+        frames = list(self._frames)
+        self._frames.clear()
+        return frames
+
+
+class Hub:
+    """The per-process registry of watchers, and the publisher of committed events."""
+
+    def __init__(self):
+        self._subscriptions: dict[str, set[Subscription]] = {}
+        self._channel: str | None = None
+        self._listener: asyncio.Task | None = None
+        self._outbox: asyncio.Queue | None = None
+        self._forwarder: asyncio.Task | None = None
+        self._membership = asyncio.Lock()
+
+    def watcher_count(self, conversation_id: str) -> int:
+        return len(self._subscriptions.get(conversation_id, ()))
+
+    async def subscribe(self, conversation_id: str) -> Subscription:
+        runtime.bind()
+        subscription = Subscription(conversation_id)
+        watchers = self._subscriptions.setdefault(conversation_id, set())
+        first = not watchers
+        watchers.add(subscription)
+        if first and layer_is_shared():
+            async with self._membership:
+                layer = get_channel_layer()
+                await self._ensure_listener(layer)
+                await layer.group_add(conversation_group_name(conversation_id), self._channel)
+        return subscription
+
+    async def unsubscribe(self, subscription: Subscription) -> None:
+        conversation_id = subscription.conversation_id
+        watchers = self._subscriptions.get(conversation_id)
+        if watchers is None:
+            return
+        watchers.discard(subscription)
+        if watchers:
+            return
+        del self._subscriptions[conversation_id]
+        if layer_is_shared() and self._channel is not None:
+            async with self._membership:
+                if conversation_id not in self._subscriptions:
+                    await get_channel_layer().group_discard(
+                        conversation_group_name(conversation_id), self._channel
+                    )
+
+    def publish(self, conversation_id: str, frames: list[Frame]) -> None:
+        """Hand committed frames to every watcher, here and in other processes.
+
+        Safe to call from any thread (services call it from on_commit in request threads and
+        database threads); the work itself happens on the server loop.
+        """
+        if frames:
+            runtime.call_soon(self._publish_on_loop, conversation_id, frames)
+
+    def _publish_on_loop(self, conversation_id: str, frames: list[Frame]) -> None:
+        self._deliver(conversation_id, frames)
+        if layer_is_shared():
+            if self._outbox is None:
+                self._outbox = asyncio.Queue()
+                self._forwarder = asyncio.get_running_loop().create_task(self._forward())
+            self._outbox.put_nowait((conversation_id, frames))
+
+    def _deliver(self, conversation_id: str, frames: list[Frame]) -> None:
+        for subscription in tuple(self._subscriptions.get(conversation_id, ())):
+            subscription.put(frames)
+
+    async def _forward(self) -> None:
+        """Send batches to other processes in the order they were committed here."""
+        layer = get_channel_layer()
+        while True:
+            conversation_id, frames = await self._outbox.get()
+            for start in range(0, len(frames), LAYER_BATCH):
+                chunk = frames[start : start + LAYER_BATCH]
+                message = {
+                    "type": "parley.events",
+                    "origin": process_id(),
+                    "conversation": conversation_id,
+                    "frames": [[f.seq, f.type, f.turn_id, f.text] for f in chunk],
+                }
+                try:
+                    await layer.group_send(conversation_group_name(conversation_id), message)
+                except Exception:
+                    # Watchers elsewhere notice the hole and read it from the database.
+                    logger.exception("Could not forward events of %s", conversation_id)
+
+    async def _ensure_listener(self, layer) -> None:
+        if self._listener is not None and not self._listener.done():
+            return
+        self._channel = await layer.new_channel("parley.hub.")
+        self._listener = asyncio.get_running_loop().create_task(self._listen(layer))
+
+    async def _listen(self, layer) -> None:
+        origin = process_id()
+        while True:
+            try:
+                message = await layer.receive(self._channel)
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                logger.exception("Channel layer receive failed; retrying")
+                await asyncio.sleep(0.5)
+                continue
+            if message.get("origin") == origin:
+                continue
+            frames = [Frame(*item) for item in message.get("frames", ())]
+            self._deliver(message["conversation"], frames)
+
+
+hub = Hub()

@@ -1,0 +1,177 @@
+"""The conversation socket: ``ws.ready``, then the replay, then live events, and a few frames a
+client may send (each answered with ``ws.ack`` or ``ws.error``)."""
+
+import asyncio
+import json
+import logging
+from urllib.parse import parse_qs
+
+from channels.db import database_sync_to_async
+from channels.generic.websocket import AsyncWebsocketConsumer
+from django.conf import settings
+
+from . import services
+from .access import conversation_access
+from .dbthreads import run_db
+from .events import check_seq_within, parse_seq
+from .exceptions import ApplicationError
+from .feed import ConversationFeed
+from .selectors import conversation_with_state
+
+logger = logging.getLogger(__name__)
+
+CLOSE_UNAUTHENTICATED = 4401
+CLOSE_FORBIDDEN = 4403
+CLOSE_BAD_REQUEST = 4400
+
+
+class ConversationConsumer(AsyncWebsocketConsumer):
+    # Watchers are fed by the process's hub (conversations.broadcast), not by a layer channel
+    # each: one encoding and one hand-off per event instead of a dispatch per socket.
+    channel_layer_alias = None
+
+    feed: ConversationFeed | None = None
+    pump: asyncio.Task | None = None
+
+    async def connect(self):
+        # Accept first: a close code only reaches the client on an open socket.
+        await self.accept()
+        user = self.scope.get("user")
+        if user is None or not user.is_authenticated:
+            await self.close(code=CLOSE_UNAUTHENTICATED)
+            return
+        self.conversation_id = self.scope["url_route"]["kwargs"]["conversation_id"]
+        try:
+            _, self.membership = await database_sync_to_async(conversation_access)(
+                user=user, conversation_id=self.conversation_id
+            )
+        except ApplicationError:
+            await self.close(code=CLOSE_FORBIDDEN)
+            return
+        query = parse_qs(self.scope.get("query_string", b"").decode("latin1"))
+        try:
+            from_seq = parse_seq(query["from_seq"][-1]) if "from_seq" in query else 0
+        except ApplicationError as error:
+            await self.refuse(error)
+            return
+        # Subscribe before reading the state, so nothing committed after the read is missed.
+        self.feed = ConversationFeed(self.conversation_id, from_seq)
+        await self.feed.__aenter__()
+        conversation = await run_db(conversation_with_state, conversation_id=self.conversation_id)
+        try:
+            check_seq_within(from_seq, conversation.last_seq)
+        except ApplicationError as error:
+            await self.refuse(error)
+            return
+        await self.send_json(
+            {
+                "type": "ws.ready",
+                "conversation": self.conversation_id,
+                "latest_seq": conversation.last_seq,
+                "in_flight": conversation.active_turn_id is not None,
+                "turn": conversation.active_turn_id,
+                "status": conversation.active_turn_status,
+                "role": self.membership.role,
+            }
+        )
+        self.start_pump()
+
+    async def disconnect(self, code):
+        if self.pump is not None:
+            self.pump.cancel()
+        if self.feed is not None:
+            await self.feed.__aexit__(None, None, None)
+
+    async def refuse(self, error: ApplicationError) -> None:
+        await self.send_json({"type": "ws.error", "ref": None, **error.as_dict()})
+        await self.close(code=CLOSE_BAD_REQUEST)
+
+    def start_pump(self) -> None:
+        if self.pump is not None:
+            self.pump.cancel()
+        self.pump = asyncio.get_running_loop().create_task(self._pump())
+
+    async def _pump(self) -> None:
+        try:
+            while True:
+                for frame in await self.feed.next_batch():
+                    await self.send(text_data=frame.text)
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            logger.exception("Feed of %s broke down", self.conversation_id)
+            await self.close(code=1011)
+
+    async def send_json(self, payload: dict) -> None:
+        await self.send(text_data=json.dumps(payload, separators=(",", ":")))
+
+    async def receive(self, text_data=None, bytes_data=None):
+        ref = None
+        try:
+            frame = self._parse(text_data, bytes_data)
+            ref = frame.get("ref")
+            handler = self.frame_handlers.get(frame["type"])
+            if handler is None:
+                known = ", ".join(sorted(self.frame_handlers))
+                raise ApplicationError(
+                    "unknown_type", f"Unknown frame type '{frame['type']}'; known: {known}."
+                )
+            reply = await handler(self, frame)
+        except ApplicationError as error:
+            await self.send_json({"type": "ws.error", "ref": ref, **error.as_dict()})
+            return
+        await self.send_json({"type": "ws.ack", "ref": ref, **reply})
+
+    def _parse(self, text_data, bytes_data) -> dict:
+        if text_data is None:
+            raise ApplicationError("invalid_frame", "Frames must be JSON text, not binary.")
+        limit = settings.PARLEY_WS_MAX_FRAME_BYTES
+        if len(text_data) > limit or len(text_data.encode()) > limit:
+            raise ApplicationError("frame_too_large", f"Frames may be at most {limit} bytes.")
+        try:
+            frame = json.loads(text_data)
+        except ValueError:
+            raise ApplicationError("invalid_json", "The frame is not valid JSON.") from None
+        if not isinstance(frame, dict) or not isinstance(frame.get("type"), str):
+            raise ApplicationError(
+                "invalid_frame", "A frame is a JSON object with a string 'type'."
+            )
+        ref = frame.get("ref")
+        if ref is not None and not (isinstance(ref, (str, int)) and len(str(ref)) <= 100):
+            raise ApplicationError("invalid_frame", "'ref' must be a short string or number.")
+        return frame
+
+    # Frame handlers: each checks access, calls a service, and returns what the ack carries.
+
+    async def frame_turn_start(self, frame: dict) -> dict:
+        interactive = frame.get("interactive", True)
+        if not isinstance(interactive, bool):
+            raise ApplicationError("invalid", "interactive: must be true or false.")
+        turn, started = await database_sync_to_async(self._turn_start)(
+            frame.get("input"), interactive
+        )
+        return {"turn": turn.pk, "seq": started.seq}
+
+    def _turn_start(self, text, interactive: bool):
+        conversation, _ = conversation_access(
+            user=self.scope["user"],
+            conversation_id=self.conversation_id,
+            act=True,
+            doing="start turns",
+        )
+        return services.turn_start(
+            conversation=conversation, user=self.scope["user"], input=text, interactive=interactive
+        )
+
+    async def frame_resume(self, frame: dict) -> dict:
+        from_seq = parse_seq(frame.get("from_seq"))
+        conversation = await run_db(conversation_with_state, conversation_id=self.conversation_id)
+        check_seq_within(from_seq, conversation.last_seq)
+        self.feed.rewind(from_seq)
+        self.start_pump()
+        return {"from_seq": from_seq, "latest_seq": conversation.last_seq}
+
+    frame_handlers = {
+        "turn.start": frame_turn_start,
+        "resume": frame_resume,
+    }

@@ -1,0 +1,89 @@
+"""A conversation's events after a given seq, replayed from the database and then followed live,
+in order, with no gap and no duplicate: the one join used by the WebSocket and by SSE tails.
+
+The join is race-free the way Centrifugo does it: subscribe first, then read history, and merge
+by seq. Live frames at or below the last seq sent are duplicates and dropped; a frame beyond the
+next seq means a hole (the layer is at-most-once), which is filled from the database, where every
+published event already is. A feed that hears nothing for a while also checks the database, so a
+lost wake-up delays a watcher by seconds at most.
+"""
+
+import asyncio
+
+from django.conf import settings
+
+from . import selectors
+from .broadcast import Subscription, hub
+from .dbthreads import run_db
+from .events import Frame
+
+
+class ConversationFeed:
+    PAGE = 1000
+
+    def __init__(self, conversation_id: str, after_seq: int):
+        self.conversation_id = conversation_id
+        self.last_seq = after_seq
+        self._replay = True
+        self._subscription: Subscription | None = None
+
+    async def __aenter__(self) -> "ConversationFeed":
+        self._subscription = await hub.subscribe(self.conversation_id)
+        return self
+
+    async def __aexit__(self, *exc_info) -> None:
+        if self._subscription is not None:
+            subscription, self._subscription = self._subscription, None
+            await hub.unsubscribe(subscription)
+
+    def rewind(self, after_seq: int) -> None:
+        """Send everything after ``after_seq`` again (a client that saw a hole asks for this)."""
+        self.last_seq = after_seq
+        self._replay = True
+
+    async def next_batch(self, timeout: float | None = None) -> list[Frame]:
+        """The next frames in seq order; an empty list when ``timeout`` seconds pass without one."""
+        loop = asyncio.get_running_loop()
+        deadline = None if timeout is None else loop.time() + timeout
+        poll = settings.PARLEY_FEED_POLL_SECONDS
+        while True:
+            if self._replay:
+                frames = await run_db(
+                    selectors.event_frames_after,
+                    conversation_id=self.conversation_id,
+                    after_seq=self.last_seq,
+                    limit=self.PAGE,
+                )
+                if len(frames) < self.PAGE:
+                    self._replay = False
+                if frames:
+                    self.last_seq = frames[-1].seq
+                    return frames
+            if self._subscription.overflowed:
+                self._subscription.overflowed = False
+                self._replay = True
+                continue
+            wait = poll if deadline is None else min(poll, deadline - loop.time())
+            if wait <= 0:
+                return []
+            live = await self._subscription.get(wait)
+            if live is None:
+                # Quiet for a while: look in the database in case a wake-up was lost.
+                self._replay = wait >= poll
+                continue
+            frames = self._merge(live)
+            if frames:
+                return frames
+
+    def _merge(self, live: list[Frame]) -> list[Frame]:
+        frames = []
+        for frame in live:
+            if frame.seq <= self.last_seq:
+                continue
+            if frame.seq != self.last_seq + 1:
+                # A hole: everything published is committed, so the database has the rest.
+                self._replay = True
+                break
+            frames.append(frame)
+            self.last_seq = frame.seq
+        return frames

@@ -1,0 +1,19 @@
+"""Public ids: a short type prefix and 16 random hex digits, e.g. ``c_9f2c4e1a7b3d5c60``."""
+
+import secrets
+
+
+def _new_id(prefix: str) -> str:
+    return f"{prefix}_{secrets.token_hex(8)}"
+
+
+def new_conversation_id() -> str:
+    return _new_id("c")
+
+
+def new_turn_id() -> str:
+    return _new_id("t")
+
+
+def new_selection_id() -> str:
+    return _new_id("s")

@@ -1,0 +1,178 @@
+"""Workspaces and their members, conversations, turns, and the per-conversation event log."""
+
+from pathlib import Path
+
+from django.conf import settings
+from django.db import models
+from django.db.models import Q
+
+from .ids import new_conversation_id, new_turn_id
+
+
+class Workspace(models.Model):
+    slug = models.SlugField(max_length=50, unique=True)
+    name = models.CharField(max_length=200)
+    created_at = models.DateTimeField(auto_now_add=True)
+    members = models.ManyToManyField(
+        settings.AUTH_USER_MODEL, through="Membership", related_name="workspaces"
+    )
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self):
+        return self.name
+
+    @property
+    def files_root(self) -> Path:
+        """The folder on disk that agents and path pickers of this workspace work inside."""
+        return Path(settings.PARLEY_FILES_ROOT) / self.slug
+
+
+class Membership(models.Model):
+    class Role(models.TextChoices):
+        OWNER = "owner", "Owner"
+        MEMBER = "member", "Member"
+        VIEWER = "viewer", "Viewer"
+
+    workspace = models.ForeignKey(Workspace, on_delete=models.CASCADE, related_name="memberships")
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="memberships"
+    )
+    role = models.CharField(max_length=10, choices=Role.choices, default=Role.MEMBER)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["workspace", "user"], name="unique_membership"),
+        ]
+
+    def __str__(self):
+        return f"{self.user} is {self.role} of {self.workspace}"
+
+    @property
+    def can_act(self) -> bool:
+        """Owners and members may start, steer and stop turns and answer questions."""
+        return self.role in (self.Role.OWNER, self.Role.MEMBER)
+
+
+class Conversation(models.Model):
+    id = models.CharField(primary_key=True, max_length=24, default=new_conversation_id)
+    workspace = models.ForeignKey(Workspace, on_delete=models.CASCADE, related_name="conversations")
+    title = models.CharField(max_length=200)
+    agent = models.CharField(max_length=50)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    # The seq of the newest event, and the counter that hands out the next ones.
+    last_seq = models.PositiveBigIntegerField(default=0)
+
+    class Meta:
+        ordering = ["-created_at"]
+        indexes = [
+            models.Index(fields=["workspace", "-created_at"], name="conversation_by_workspace")
+        ]
+
+    def __str__(self):
+        return self.title
+
+
+class Turn(models.Model):
+    class Status(models.TextChoices):
+        QUEUED = "queued", "Queued"
+        RUNNING = "running", "Running"
+        AWAITING_INPUT = "awaiting_input", "Awaiting input"
+        COMPLETED = "completed", "Completed"
+        FAILED = "failed", "Failed"
+        CANCELLED = "cancelled", "Cancelled"
+
+    ACTIVE_STATUSES = (Status.QUEUED, Status.RUNNING, Status.AWAITING_INPUT)
+
+    id = models.CharField(primary_key=True, max_length=24, default=new_turn_id)
+    conversation = models.ForeignKey(Conversation, on_delete=models.CASCADE, related_name="turns")
+    input = models.TextField()
+    started_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    interactive = models.BooleanField(default=True)
+    status = models.CharField(max_length=20, choices=Status.choices, default=Status.QUEUED)
+    error = models.TextField(blank=True)
+    cancel_requested_at = models.DateTimeField(null=True, blank=True)
+    cancelled_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    # Where it runs: the channel-layer name of its control inbox, the process that owns it,
+    # and the lease that process renews; a turn whose lease runs out is ended as failed.
+    inbox = models.CharField(max_length=200, blank=True)
+    runner = models.CharField(max_length=100, blank=True)
+    lease_expires_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    ended_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["conversation"],
+                condition=Q(status__in=["queued", "running", "awaiting_input"]),
+                name="one_active_turn_per_conversation",
+            ),
+        ]
+        indexes = [models.Index(fields=["status", "lease_expires_at"], name="turn_lease")]
+
+    def __str__(self):
+        return f"{self.id} ({self.status})"
+
+    @property
+    def is_active(self) -> bool:
+        return self.status in self.ACTIVE_STATUSES
+
+
+class TurnEvent(models.Model):
+    class Type(models.TextChoices):
+        TURN_STARTED = "turn.started"
+        MESSAGE_DELTA = "message.delta"
+        MESSAGE_COMPLETED = "message.completed"
+        TOOL_STARTED = "tool.started"
+        TOOL_COMPLETED = "tool.completed"
+        SELECTION_REQUESTED = "selection.requested"
+        SELECTION_RESOLVED = "selection.resolved"
+        TURN_STEERED = "turn.steered"
+        TURN_COMPLETED = "turn.completed"
+        TURN_FAILED = "turn.failed"
+        TURN_CANCELLED = "turn.cancelled"
+
+    TERMINAL_TYPES = (Type.TURN_COMPLETED, Type.TURN_FAILED, Type.TURN_CANCELLED)
+
+    conversation = models.ForeignKey(Conversation, on_delete=models.CASCADE, related_name="events")
+    turn = models.ForeignKey(Turn, on_delete=models.CASCADE, related_name="events")
+    seq = models.PositiveBigIntegerField()
+    type = models.CharField(max_length=40, choices=Type.choices)
+    data = models.JSONField(default=dict)
+    created_at = models.DateTimeField()
+
+    class Meta:
+        ordering = ["conversation", "seq"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["conversation", "seq"], name="unique_event_seq_per_conversation"
+            ),
+        ]
+        indexes = [models.Index(fields=["turn", "seq"], name="event_by_turn")]
+
+    def __str__(self):
+        return f"{self.conversation_id}#{self.seq} {self.type}"
+
+    def to_envelope(self) -> dict:
+        from .events import event_envelope
+
+        return event_envelope(
+            seq=self.seq,
+            type=self.type,
+            conversation_id=self.conversation_id,
+            turn_id=self.turn_id,
+            created_at=self.created_at,
+            data=self.data,
+        )

@@ -1,0 +1,9 @@
+"""WebSocket routes."""
+
+from django.urls import path
+
+from .consumers import ConversationConsumer
+
+websocket_urlpatterns = [
+    path("ws/conversations/<str:conversation_id>/", ConversationConsumer.as_asgi()),
+]

@@ -1,0 +1,88 @@
+"""Reads of workspaces, conversations, turns and events."""
+
+from django.db.models import OuterRef, QuerySet, Subquery
+
+from .events import FRAME_COLUMNS, Frame, frame_from_row
+from .models import Conversation, Membership, Turn, TurnEvent, Workspace
+
+
+def workspaces_for_user(*, user) -> QuerySet[Workspace]:
+    """The workspaces a person belongs to, each annotated with their ``role``."""
+    role = Membership.objects.filter(workspace=OuterRef("pk"), user=user).values("role")[:1]
+    return Workspace.objects.filter(memberships__user=user).annotate(role=Subquery(role))
+
+
+def _with_active_turn(conversations: QuerySet[Conversation]) -> QuerySet[Conversation]:
+    active = Turn.objects.filter(
+        conversation=OuterRef("pk"), status__in=Turn.ACTIVE_STATUSES
+    ).order_by()
+    return conversations.annotate(
+        active_turn_id=Subquery(active.values("pk")[:1]),
+        active_turn_status=Subquery(active.values("status")[:1]),
+    )
+
+
+def conversations_for_user(*, user, workspace_slug: str | None = None) -> QuerySet[Conversation]:
+    """Conversations in the person's workspaces, newest first, with their active turn if any."""
+    conversations = Conversation.objects.filter(workspace__memberships__user=user)
+    if workspace_slug:
+        conversations = conversations.filter(workspace__slug=workspace_slug)
+    return _with_active_turn(conversations.select_related("workspace", "created_by"))
+
+
+def conversation_with_state(*, conversation_id: str) -> Conversation | None:
+    return (
+        _with_active_turn(Conversation.objects.select_related("workspace", "created_by"))
+        .filter(pk=conversation_id)
+        .first()
+    )
+
+
+def event_frames_after(*, conversation_id: str, after_seq: int, limit: int) -> list[Frame]:
+    """Up to ``limit`` encoded events with ``seq > after_seq``, in order (the replay hot path)."""
+    rows = (
+        TurnEvent.objects.filter(conversation_id=conversation_id, seq__gt=after_seq)
+        .order_by("seq")
+        .values_list(*FRAME_COLUMNS)[:limit]
+    )
+    return [frame_from_row(*row) for row in rows]
+
+
+def events_page(*, conversation_id: str, after_seq: int, limit: int) -> list[TurnEvent]:
+    return list(
+        TurnEvent.objects.filter(conversation_id=conversation_id, seq__gt=after_seq).order_by(
+            "seq"
+        )[:limit]
+    )
+
+
+def turn_history(*, turn: Turn, limit: int = 20) -> list[dict]:
+    """The conversation's earlier turns for an agent: who asked what, and what was answered."""
+    earlier = list(
+        Turn.objects.filter(conversation_id=turn.conversation_id, created_at__lt=turn.created_at)
+        .exclude(pk=turn.pk)
+        .select_related("started_by")
+        .order_by("-created_at")[:limit]
+    )
+    earlier.reverse()
+    replies: dict[str, list[str]] = {t.pk: [] for t in earlier}
+    for turn_id, data in (
+        TurnEvent.objects.filter(turn__in=earlier, type=TurnEvent.Type.MESSAGE_COMPLETED)
+        .order_by("seq")
+        .values_list("turn_id", "data")
+    ):
+        replies[turn_id].append(data.get("text", ""))
+    return [
+        {
+            "input": t.input,
+            "by": t.started_by.get_username() if t.started_by else None,
+            "reply": "\n\n".join(replies[t.pk]),
+            "status": t.status,
+        }
+        for t in earlier
+    ]
+
+
+def in_flight_for_user(*, user) -> QuerySet[Conversation]:
+    """Every conversation the person can see that has an active turn."""
+    return conversations_for_user(user=user).filter(active_turn_id__isnull=False)

@@ -1,0 +1,242 @@
+"""Every write to conversations, turns and their event log.
+
+Events are appended in the same transaction as the state they record, numbered from the
+conversation's counter, and published only once that transaction commits ("write, then
+publish"), so whatever a client saw live it can replay.
+"""
+
+from datetime import datetime, timedelta
+from functools import partial
+
+from django.conf import settings
+from django.db import IntegrityError, transaction
+from django.db.models import F
+from django.utils import timezone
+
+from .broadcast import hub
+from .events import Frame, frame_from_row, person
+from .exceptions import ApplicationError
+from .models import Conversation, Membership, Turn, TurnEvent, Workspace
+from .process import process_id
+
+EventSpec = tuple[str, dict, datetime]
+
+TURN_LOST_ERROR = "The server running this turn stopped before it finished."
+
+
+def _lease_end() -> datetime:
+    return timezone.now() + timedelta(seconds=settings.PARLEY_TURN_LEASE_SECONDS)
+
+
+def _append_events(*, conversation_id: str, turn_id: str, events: list[EventSpec]) -> list[Frame]:
+    """Number and store events, and publish them once the surrounding transaction commits.
+
+    Must run inside a transaction. The counter update takes the conversation's row lock (the
+    write lock on SQLite) until commit, so two writers never take the same seq, and a rollback
+    returns the numbers with the rows: no holes.
+    """
+    count = len(events)
+    Conversation.objects.filter(pk=conversation_id).update(last_seq=F("last_seq") + count)
+    last = Conversation.objects.filter(pk=conversation_id).values_list("last_seq", flat=True).get()
+    first = last - count + 1
+    rows = [
+        TurnEvent(
+            conversation_id=conversation_id,
+            turn_id=turn_id,
+            seq=first + offset,
+            type=type_,
+            data=data,
+            created_at=created_at,
+        )
+        for offset, (type_, data, created_at) in enumerate(events)
+    ]
+    TurnEvent.objects.bulk_create(rows)
+    frames = [
+        frame_from_row(row.seq, row.type, conversation_id, turn_id, row.created_at, row.data)
+        for row in rows
+    ]
+    transaction.on_commit(partial(hub.publish, conversation_id, frames))
+    return frames
+
+
+def turn_events_append(
+    *, conversation_id: str, turn_id: str, events: list[EventSpec]
+) -> list[Frame]:
+    """Append a batch of a running turn's events. Returns their frames (already numbered)."""
+    with transaction.atomic():
+        return _append_events(conversation_id=conversation_id, turn_id=turn_id, events=events)
+
+
+def conversation_create(
+    *, workspace: Workspace, user, title: str, agent: str | None = None
+) -> Conversation:
+    """Create a conversation. Raises ApplicationError for a blank title or an unknown agent."""
+    title = (title or "").strip()
+    if not title:
+        raise ApplicationError("invalid", "title: may not be blank.")
+    agent = agent or settings.PARLEY_DEFAULT_AGENT
+    if agent not in settings.PARLEY_AGENTS:
+        known = ", ".join(sorted(settings.PARLEY_AGENTS))
+        raise ApplicationError("unknown_agent", f"No agent named '{agent}'; known: {known}.")
+    return Conversation.objects.create(
+        workspace=workspace, title=title[:200], agent=agent, created_by=user
+    )
+
+
+def _turn_in_progress(conversation_id: str) -> ApplicationError:
+    active = (
+        Turn.objects.filter(conversation_id=conversation_id, status__in=Turn.ACTIVE_STATUSES)
+        .values_list("id", flat=True)
+        .first()
+    )
+    return ApplicationError(
+        "turn_in_progress",
+        "This conversation already has an active turn; steer it or stop it first.",
+        status=409,
+        extra={"turn": active},
+    )
+
+
+def _clean_input(text) -> str:
+    if not isinstance(text, str) or not text.strip():
+        raise ApplicationError("invalid", "input: may not be blank.")
+    if len(text) > settings.PARLEY_MAX_INPUT_CHARS:
+        raise ApplicationError(
+            "invalid",
+            f"input: is longer than {settings.PARLEY_MAX_INPUT_CHARS} characters.",
+        )
+    return text.strip()
+
+
+def turn_start(
+    *, conversation: Conversation, user, input: str, interactive: bool = True
+) -> tuple[Turn, Frame]:
+    """Start a turn and return it with its ``turn.started`` frame.
+
+    The turn and its first event are committed before this returns, so the turn can be tailed
+    the moment its id is known; the runner starts once the transaction commits.
+    Raises ApplicationError ``turn_in_progress`` (409) when the conversation has an active turn.
+    """
+    from .runner import turn_runner
+
+    text = _clean_input(input)
+    now = timezone.now()
+    try:
+        with transaction.atomic():
+            if Turn.objects.filter(
+                conversation=conversation, status__in=Turn.ACTIVE_STATUSES
+            ).exists():
+                raise _turn_in_progress(conversation.pk)
+            turn = Turn.objects.create(
+                conversation=conversation,
+                input=text,
+                started_by=user,
+                interactive=interactive,
+                runner=process_id(),
+                lease_expires_at=_lease_end(),
+            )
+            data = {"input": text, "started_by": person(user), "interactive": interactive}
+            (frame,) = _append_events(
+                conversation_id=conversation.pk,
+                turn_id=turn.pk,
+                events=[(TurnEvent.Type.TURN_STARTED, data, now)],
+            )
+            transaction.on_commit(partial(turn_runner.launch, turn.pk))
+    except IntegrityError:
+        # The partial unique constraint caught a start that raced ours.
+        raise _turn_in_progress(conversation.pk) from None
+    return turn, frame
+
+
+def turn_mark_running(*, turn_id: str, inbox: str, process: str) -> Turn:
+    """Move a queued turn to running here. Raises ApplicationError if it is not queued."""
+    now = timezone.now()
+    updated = Turn.objects.filter(pk=turn_id, status=Turn.Status.QUEUED).update(
+        status=Turn.Status.RUNNING,
+        inbox=inbox,
+        runner=process,
+        started_at=now,
+        lease_expires_at=_lease_end(),
+    )
+    if not updated:
+        raise ApplicationError(
+            "turn_not_queued", f"Turn {turn_id} is not waiting to run.", status=409
+        )
+    return Turn.objects.select_related("conversation__workspace", "started_by").get(pk=turn_id)
+
+
+def turn_finish(*, turn_id: str, status: str, error: str = "") -> list[Frame]:
+    """End an active turn with its one terminal event; a turn already ended is left alone.
+
+    Returns the frames written (none when another writer ended the turn first), so every turn
+    gets exactly one of turn.completed, turn.failed and turn.cancelled.
+    """
+    terminal = {
+        Turn.Status.COMPLETED: TurnEvent.Type.TURN_COMPLETED,
+        Turn.Status.FAILED: TurnEvent.Type.TURN_FAILED,
+        Turn.Status.CANCELLED: TurnEvent.Type.TURN_CANCELLED,
+    }
+    if status not in terminal:
+        raise ValueError(f"{status!r} is not a terminal status")
+    now = timezone.now()
+    with transaction.atomic():
+        turn = (
+            Turn.objects.select_for_update()
+            .select_related("cancelled_by")
+            .filter(pk=turn_id)
+            .first()
+        )
+        if turn is None or not turn.is_active:
+            return []
+        turn.status = status
+        turn.error = error
+        turn.ended_at = now
+        turn.save(update_fields=["status", "error", "ended_at"])
+        events: list[EventSpec] = []
+        if status == Turn.Status.FAILED:
+            data = {"error": error}
+        elif status == Turn.Status.CANCELLED:
+            data = {"by": person(turn.cancelled_by)}
+        else:
+            data = {}
+        events.append((terminal[status], data, now))
+        return _append_events(conversation_id=turn.conversation_id, turn_id=turn.pk, events=events)
+
+
+def turns_upkeep(*, process: str, local_turn_ids: list[str], reap_foreign: bool) -> list[str]:
+    """Renew the leases of the turns this process runs and end turns whose process died.
+
+    With ``reap_foreign`` every active turn not run here is ended at once (used at start-up when
+    no other process can exist). Returns the ids of local turns that someone asked to stop, so a
+    Stop whose wake-up was lost is still honoured.
+    """
+    now = timezone.now()
+    Turn.objects.filter(pk__in=local_turn_ids, status__in=Turn.ACTIVE_STATUSES).update(
+        runner=process, lease_expires_at=_lease_end()
+    )
+    lost = Turn.objects.filter(status__in=Turn.ACTIVE_STATUSES).exclude(pk__in=local_turn_ids)
+    if reap_foreign:
+        lost = lost.exclude(runner=process) | lost.filter(lease_expires_at__lt=now)
+    else:
+        lost = lost.filter(lease_expires_at__lt=now)
+    for turn_id in lost.values_list("pk", flat=True):
+        turn_finish(turn_id=turn_id, status=Turn.Status.FAILED, error=TURN_LOST_ERROR)
+    return list(
+        Turn.objects.filter(
+            pk__in=local_turn_ids,
+            status__in=Turn.ACTIVE_STATUSES,
+            cancel_requested_at__isnull=False,
+        ).values_list("pk", flat=True)
+    )
+
+
+def membership_set(*, workspace: Workspace, user, role: str) -> Membership:
+    """Add a person to a workspace or change their role."""
+    if role not in Membership.Role.values:
+        raise ApplicationError(
+            "invalid", f"role: must be one of {', '.join(Membership.Role.values)}."
+        )
+    membership, _ = Membership.objects.update_or_create(
+        workspace=workspace, user=user, defaults={"role": role}
+    )
+    return membership

@@ -1,0 +1,62 @@
+"""Tailing a conversation as Server-Sent Events: replay from a seq, follow live until the turn
+that was active ends, then ``event: done``."""
+
+from django.conf import settings
+from django.http import StreamingHttpResponse
+
+from .events import encode
+from .feed import ConversationFeed
+
+
+def sse_frame(data: str, *, id: int | None = None, event: str | None = None) -> str:
+    """One SSE frame. Every line of ``data`` gets its own ``data:`` field, as the format asks."""
+    lines = []
+    if id is not None:
+        lines.append(f"id: {id}")
+    if event is not None:
+        lines.append(f"event: {event}")
+    lines.extend(f"data: {line}" for line in data.split("\n"))
+    return "\n".join(lines) + "\n\n"
+
+
+async def tail_stream(
+    *, conversation_id: str, after_seq: int, end_seq: int, follow_turn_id: str | None
+):
+    """Events after ``after_seq``: up to ``end_seq`` when no turn is active, else until the
+    active turn's terminal event; then ``done`` with the last seq sent."""
+    keepalive = settings.PARLEY_SSE_KEEPALIVE_SECONDS
+    sent = after_seq
+    async with ConversationFeed(conversation_id, after_seq) as feed:
+        yield "retry: 2000\n\n"
+        while follow_turn_id is not None or sent < end_seq:
+            frames = await feed.next_batch(timeout=keepalive)
+            if not frames:
+                yield ": keep-alive\n\n"
+                continue
+            chunk = []
+            for frame in frames:
+                if follow_turn_id is None and frame.seq > end_seq:
+                    break
+                chunk.append(sse_frame(frame.text, id=frame.seq))
+                sent = frame.seq
+                if frame.is_terminal and frame.turn_id == follow_turn_id:
+                    follow_turn_id, end_seq = None, sent
+                    break
+            yield "".join(chunk)
+    yield sse_frame(encode({"latest_seq": sent}), event="done")
+
+
+def tail_response(conversation, *, after_seq: int) -> StreamingHttpResponse:
+    """The SSE response for a conversation read with its active turn (see selectors)."""
+    response = StreamingHttpResponse(
+        tail_stream(
+            conversation_id=conversation.pk,
+            after_seq=after_seq,
+            end_seq=conversation.last_seq,
+            follow_turn_id=conversation.active_turn_id,
+        ),
+        content_type="text/event-stream",
+    )
+    response["Cache-Control"] = "no-cache"
+    response["X-Accel-Buffering"] = "no"  # tell nginx not to buffer the stream
+    return response

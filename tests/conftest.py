@@ -1,0 +1,253 @@
+"""Shared fixtures: people, a workspace, and a real Daphne on loopback serving the test database."""
+
+import asyncio
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+import pytest
+import websockets
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from rest_framework.authtoken.models import Token
+
+from conversations import services
+from conversations.dbthreads import close_connections
+from conversations.models import Membership, Workspace
+
+DEMO_FILES = Path(settings.BASE_DIR) / "conversations" / "demo_files"
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@dataclass
+class Person:
+    user: object
+    token: str
+
+    @property
+    def username(self) -> str:
+        return self.user.username
+
+    @property
+    def headers(self) -> dict:
+        return {"Authorization": f"Token {self.token}"}
+
+
+@dataclass
+class People:
+    alice: Person  # owner
+    bob: Person  # member
+    carol: Person  # viewer
+    dave: Person  # a stranger: member of another workspace only
+    workspace: Workspace
+    other_workspace: Workspace
+
+
+def _person(username: str) -> Person:
+    user = get_user_model().objects.create_user(
+        username=username, password=f"{username}-pw", first_name=username.title()
+    )
+    return Person(user=user, token=Token.objects.create(user=user).key)
+
+
+@pytest.fixture
+def files_root():
+    """The test workspace's files: a fresh copy of the demo files for every test."""
+    root = Path(settings.PARLEY_FILES_ROOT) / "team"
+    shutil.rmtree(root, ignore_errors=True)
+    shutil.copytree(DEMO_FILES, root)
+    return root
+
+
+@pytest.fixture
+def people(db, files_root) -> People:
+    workspace = Workspace.objects.create(slug="team", name="The Team")
+    other = Workspace.objects.create(slug="other", name="Other Team")
+    alice, bob, carol, dave = (_person(n) for n in ("alice", "bob", "carol", "dave"))
+    services.membership_set(workspace=workspace, user=alice.user, role=Membership.Role.OWNER)
+    services.membership_set(workspace=workspace, user=bob.user, role=Membership.Role.MEMBER)
+    services.membership_set(workspace=workspace, user=carol.user, role=Membership.Role.VIEWER)
+    services.membership_set(workspace=other, user=dave.user, role=Membership.Role.OWNER)
+    return People(alice, bob, carol, dave, workspace, other)
+
+
+@pytest.fixture
+def conversation(people):
+    return services.conversation_create(
+        workspace=people.workspace, user=people.alice.user, title="Plans"
+    )
+
+
+@pytest.fixture
+def flood_conversation(people):
+    return services.conversation_create(
+        workspace=people.workspace, user=people.alice.user, title="Load", agent="flood"
+    )
+
+
+class LiveServer:
+    """A real Daphne process on 127.0.0.1, on a socket this test bound (no port race)."""
+
+    def __init__(self, log_path: Path, extra_env: dict | None = None):
+        self.log_path = log_path
+        self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(128)
+        self.port = self.sock.getsockname()[1]
+        self.url = f"http://127.0.0.1:{self.port}"
+        env = {
+            **os.environ,
+            "DJANGO_SETTINGS_MODULE": "tests.settings",
+            "DATABASE_URL": _server_database_url(),
+            "PYTHONUNBUFFERED": "1",
+            **(extra_env or {}),
+        }
+        self.log = open(log_path, "w")
+        self.process = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "daphne",
+                "--fd",
+                str(self.sock.fileno()),
+                "config.asgi:application",
+            ],
+            cwd=ROOT,
+            env=env,
+            pass_fds=[self.sock.fileno()],
+            stdout=self.log,
+            stderr=subprocess.STDOUT,
+        )
+        self._wait_ready()
+
+    def _wait_ready(self, timeout: float = 20) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"Daphne exited early:\n{self.log_text()}")
+            try:
+                httpx.get(f"{self.url}/api/workspaces/", timeout=2)
+                return
+            except httpx.TransportError:
+                time.sleep(0.05)
+        raise RuntimeError(f"Daphne did not answer in {timeout} s:\n{self.log_text()}")
+
+    def log_text(self) -> str:
+        if not self.log.closed:
+            self.log.flush()
+        return self.log_path.read_text()
+
+    def client(self, person: Person | None = None, **kwargs) -> httpx.Client:
+        headers = person.headers if person else {}
+        return httpx.Client(base_url=self.url, headers=headers, timeout=20, **kwargs)
+
+    def async_client(self, person: Person | None = None, **kwargs) -> httpx.AsyncClient:
+        headers = person.headers if person else {}
+        return httpx.AsyncClient(base_url=self.url, headers=headers, timeout=20, **kwargs)
+
+    def ws_url(self, conversation_id: str, from_seq=None) -> str:
+        query = "" if from_seq is None else f"?from_seq={from_seq}"
+        return f"ws://127.0.0.1:{self.port}/ws/conversations/{conversation_id}/{query}"
+
+    def connect(self, conversation_id: str, person: Person | None, from_seq=None, **kwargs):
+        headers = person.headers if person else {}
+        return websockets.connect(
+            self.ws_url(conversation_id, from_seq),
+            additional_headers=headers,
+            open_timeout=10,
+            max_size=2**24,
+            **kwargs,
+        )
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(timeout=5)
+        self.sock.close()
+        self.log.close()
+
+
+def _server_database_url() -> str:
+    database = settings.DATABASES["default"]
+    if database["ENGINE"] == "django.db.backends.sqlite3":
+        return f"sqlite:///{database['NAME']}"
+    # PostgreSQL: the same server, the test database pytest-django created.
+    return (
+        f"postgres://{database['USER']}:{database['PASSWORD']}@{database['HOST']}:"
+        f"{database['PORT']}/{database['NAME']}"
+    )
+
+
+@pytest.fixture
+def server(transactional_db, request, tmp_path):
+    """A real Daphne serving the test database; its log must show no server error."""
+    live = LiveServer(tmp_path / "daphne.log")
+    yield live
+    live.stop()
+    log = live.log_text()
+    if "allow_server_errors" not in request.keywords:
+        assert "Traceback" not in log and "Internal Server Error" not in log, log
+
+
+@pytest.fixture(autouse=True)
+def _close_db_threads(request):
+    yield
+    # The database threads keep connections open between calls; close them before the
+    # test database is flushed or dropped.
+    if "transactional_db" in request.fixturenames or "db" in request.fixturenames:
+        close_connections()
+
+
+async def receive_json(ws, timeout: float = 10) -> dict:
+    return json.loads(await asyncio.wait_for(ws.recv(), timeout))
+
+
+async def events_until_terminal(ws, turn_id: str | None = None, timeout: float = 30) -> list[dict]:
+    """Read events from a socket until a turn's terminal event (any turn if ``turn_id`` is None)."""
+    events = []
+    deadline = asyncio.get_running_loop().time() + timeout
+    while True:
+        remaining = deadline - asyncio.get_running_loop().time()
+        frame = await receive_json(ws, max(remaining, 0.01))
+        if "seq" not in frame:
+            continue
+        events.append(frame)
+        if frame["type"] in ("turn.completed", "turn.failed", "turn.cancelled") and (
+            turn_id is None or frame["turn"] == turn_id
+        ):
+            return events
+
+
+def wait_for_turn_end(client: httpx.Client, conversation_id: str, timeout: float = 30) -> dict:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        state = client.get(f"/api/conversations/{conversation_id}/in-flight/").json()
+        if not state["in_flight"]:
+            return state
+        time.sleep(0.05)
+    raise AssertionError(f"turn of {conversation_id} still running after {timeout} s")
+
+
+def all_events(client: httpx.Client, conversation_id: str) -> list[dict]:
+    events, after = [], 0
+    while True:
+        page = client.get(
+            f"/api/conversations/{conversation_id}/events/",
+            params={"after_seq": after, "limit": 1000},
+        ).json()
+        events += page["events"]
+        after = page["next_after_seq"]
+        if not page["has_more"]:
+            return events

@@ -1,0 +1,27 @@
+"""Settings for the tests: Parley's own, with a scratch folder shared with the servers tests start.
+
+The test database is a file (not SQLite's in-memory one) so that a real Daphne started by a test
+serves the same data the test set up.
+"""
+
+import os
+import tempfile
+from pathlib import Path
+
+# Set before config.settings reads it, and inherited by every server a test starts.
+SCRATCH = Path(os.environ.setdefault("PARLEY_TEST_DIR", tempfile.mkdtemp(prefix="parley-test-")))
+os.environ.setdefault("PARLEY_FILES_ROOT", str(SCRATCH / "files"))
+os.environ.setdefault(
+    "PARLEY_AGENTS",
+    '{"flood": "conversations.agents.flood.FloodAgent", "broken": "tests.agents.BrokenAgent"}',
+)
+os.environ.setdefault("PARLEY_BUILTIN_PACE_MS", "1")
+
+from config.settings import *  # noqa: E402, F403
+from config.settings import DATABASES  # noqa: E402
+
+TEST_DATABASE = SCRATCH / "db.sqlite3"
+if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
+    DATABASES["default"]["TEST"] = {"NAME": str(TEST_DATABASE)}
+
+PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
