@@ -48,7 +48,9 @@ class ConversationConsumer(AsyncWebsocketConsumer):
         except ApplicationError:
             await self.close(code=CLOSE_FORBIDDEN)
             return
-        query = parse_qs(self.scope.get("query_string", b"").decode("latin1"))
+        query = parse_qs(
+            self.scope.get("query_string", b"").decode("latin1"), keep_blank_values=True
+        )
         try:
             from_seq = parse_seq(query["from_seq"][-1]) if "from_seq" in query else 0
         except ApplicationError as error:

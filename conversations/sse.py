@@ -27,7 +27,8 @@ async def tail_stream(
     keepalive = settings.PARLEY_SSE_KEEPALIVE_SECONDS
     sent = after_seq
     async with ConversationFeed(conversation_id, after_seq) as feed:
-        yield "retry: 2000\n\n"
+        # A comment first, so headers reach the client at once; parsers ignore comments.
+        yield ": connected\n\n"
         while follow_turn_id is not None or sent < end_seq:
             frames = await feed.next_batch(timeout=keepalive)
             if not frames:

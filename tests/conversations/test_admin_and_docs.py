@@ -1,0 +1,99 @@
+"""The Django admin, the OpenAPI schema and docs, and the demo seed."""
+
+import pytest
+from django.contrib.auth import get_user_model
+from django.core.management import call_command
+from django.utils import timezone
+
+from conversations import services
+from conversations.models import Membership, Turn, Workspace
+
+
+@pytest.fixture
+def admin_client(client, db):
+    admin = get_user_model().objects.create_superuser("root", "root@example.com", "pw")
+    client.force_login(admin)
+    return client
+
+
+@pytest.fixture
+def finished_turn(people, conversation):
+    turn, _ = services.turn_start(conversation=conversation, user=people.bob.user, input="hello")
+    services.turn_events_append(
+        conversation_id=conversation.pk,
+        turn_id=turn.pk,
+        events=[("message.completed", {"text": "Hi <b>there</b>"}, timezone.now())],
+    )
+    services.turn_finish(turn_id=turn.pk, status=Turn.Status.COMPLETED)
+    return turn
+
+
+def test_admin_lists_every_model(admin_client, finished_turn):
+    for name in ["workspace", "membership", "conversation", "turn", "turnevent"]:
+        response = admin_client.get(f"/admin/conversations/{name}/")
+        assert response.status_code == 200, name
+
+
+def test_admin_turn_page_shows_its_events_read_only(admin_client, finished_turn):
+    page = admin_client.get(f"/admin/conversations/turn/{finished_turn.pk}/change/")
+    assert page.status_code == 200
+    html = page.content.decode()
+    for event_type in ["turn.started", "message.completed", "turn.completed"]:
+        assert event_type in html
+    assert "Hi &lt;b&gt;there&lt;/b&gt;" in html  # escaped, never rendered
+    assert 'name="events-0-seq"' not in html  # read-only inline: no inputs
+
+
+def test_admin_workspace_page_shows_its_members(admin_client, people):
+    page = admin_client.get(f"/admin/conversations/workspace/{people.workspace.pk}/change/")
+    assert page.status_code == 200
+    html = page.content.decode()
+    assert (
+        "memberships-TOTAL_FORMS" in html
+        and str(people.files_root if hasattr(people, "files_root") else "team") in html
+    )
+
+
+def test_the_openapi_schema_describes_the_api(client, db):
+    response = client.get("/api/schema/", HTTP_ACCEPT="application/vnd.oai.openapi+json")
+    assert response.status_code == 200
+    schema = response.json()
+    for path in [
+        "/api/workspaces/",
+        "/api/conversations/",
+        "/api/conversations/{conversation_id}/turns/",
+        "/api/conversations/{conversation_id}/events/",
+        "/api/conversations/{conversation_id}/tail/",
+        "/api/conversations/{conversation_id}/in-flight/",
+        "/api/in-flight/",
+    ]:
+        assert path in schema["paths"], path
+    tail = schema["paths"]["/api/conversations/{conversation_id}/tail/"]["get"]
+    assert "text/event-stream" in tail["responses"]["200"]["content"]
+    assert "tokenAuth" in schema["components"]["securitySchemes"]
+
+
+def test_the_docs_page_is_served_without_a_network(client, db):
+    page = client.get("/api/docs/")
+    assert page.status_code == 200
+    assert b"swagger-ui" in page.content and b"cdn.jsdelivr" not in page.content
+
+
+def test_seed_demo_is_idempotent_and_prints_credentials(db, settings, tmp_path, capsys):
+    settings.PARLEY_FILES_ROOT = tmp_path
+    call_command("seed_demo")
+    first = capsys.readouterr().out
+    call_command("seed_demo")
+    second = capsys.readouterr().out
+    workspace = Workspace.objects.get(slug="demo")
+    roles = dict(workspace.memberships.values_list("user__username", "role"))
+    assert roles == {
+        "alice": Membership.Role.OWNER,
+        "bob": Membership.Role.MEMBER,
+        "carol": Membership.Role.VIEWER,
+    }
+    assert get_user_model().objects.get(username="bob").check_password("bob-parley")
+    assert get_user_model().objects.get(username="alice").is_superuser
+    assert "alice-parley" in first and "copied 8 sample files" in first
+    assert "copied" not in second and workspace.conversations.count() == 1
+    assert (tmp_path / "demo" / "reports" / "q4-plan.md").is_file()

@@ -1,0 +1,186 @@
+"""Services against the real database: numbering, one active turn, exactly one ending."""
+
+import threading
+from datetime import timedelta
+
+import pytest
+from django.db import IntegrityError, connection, transaction
+from django.utils import timezone
+
+from conversations import services
+from conversations.exceptions import ApplicationError
+from conversations.models import Conversation, Turn, TurnEvent
+
+
+def new_turn(conversation, user, **fields) -> Turn:
+    return Turn.objects.create(conversation=conversation, input="x", started_by=user, **fields)
+
+
+def seqs(conversation) -> list[int]:
+    return list(conversation.events.order_by("seq").values_list("seq", flat=True))
+
+
+@pytest.mark.django_db(transaction=True)
+def test_concurrent_writers_never_share_a_seq_nor_leave_a_hole(people, conversation):
+    turn = new_turn(conversation, people.alice.user)
+    errors = []
+
+    def writer(n: int):
+        try:
+            for batch in range(25):
+                events = [
+                    ("message.delta", {"text": f"{n}:{batch}:{i}"}, timezone.now())
+                    for i in range(3)
+                ]
+                services.turn_events_append(
+                    conversation_id=conversation.pk, turn_id=turn.pk, events=events
+                )
+        except Exception as exc:  # surfaced below
+            errors.append(exc)
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=writer, args=(n,)) for n in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    assert errors == []
+    assert seqs(conversation) == list(range(1, 8 * 25 * 3 + 1))
+    conversation.refresh_from_db()
+    assert conversation.last_seq == 600
+    # Each batch got consecutive numbers: its three events are adjacent.
+    texts = list(conversation.events.order_by("seq").values_list("data__text", flat=True))
+    for start in range(0, 600, 3):
+        prefixes = {t.rsplit(":", 1)[0] for t in texts[start : start + 3]}
+        assert len(prefixes) == 1
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_rolled_back_append_leaves_no_hole(people, conversation):
+    turn = new_turn(conversation, people.alice.user)
+    now = timezone.now()
+    services.turn_events_append(
+        conversation_id=conversation.pk,
+        turn_id=turn.pk,
+        events=[("message.delta", {"text": "a"}, now)],
+    )
+    with pytest.raises(RuntimeError), transaction.atomic():
+        services.turn_events_append(
+            conversation_id=conversation.pk,
+            turn_id=turn.pk,
+            events=[("message.delta", {"text": "lost"}, now)],
+        )
+        raise RuntimeError("the writer fails after numbering")
+    services.turn_events_append(
+        conversation_id=conversation.pk,
+        turn_id=turn.pk,
+        events=[("message.delta", {"text": "b"}, now)],
+    )
+    assert seqs(conversation) == [1, 2]
+    assert list(conversation.events.values_list("data__text", flat=True)) == ["a", "b"]
+
+
+@pytest.mark.django_db
+def test_the_database_refuses_a_duplicate_seq(people, conversation):
+    turn = new_turn(conversation, people.alice.user)
+    TurnEvent.objects.create(
+        conversation=conversation, turn=turn, seq=1, type="turn.started", created_at=timezone.now()
+    )
+    with pytest.raises(IntegrityError), transaction.atomic():
+        TurnEvent.objects.create(
+            conversation=conversation,
+            turn=turn,
+            seq=1,
+            type="turn.started",
+            created_at=timezone.now(),
+        )
+
+
+@pytest.mark.django_db
+def test_the_database_allows_one_active_turn_per_conversation(people, conversation):
+    new_turn(conversation, people.alice.user, status=Turn.Status.RUNNING)
+    new_turn(conversation, people.alice.user, status=Turn.Status.COMPLETED)
+    with pytest.raises(IntegrityError), transaction.atomic():
+        new_turn(conversation, people.alice.user, status=Turn.Status.AWAITING_INPUT)
+
+
+@pytest.mark.django_db
+def test_turn_start_refuses_a_second_active_turn_with_409(people, conversation):
+    turn, started = services.turn_start(
+        conversation=conversation, user=people.bob.user, input="help"
+    )
+    assert started.seq == 1 and turn.status == Turn.Status.QUEUED
+    with pytest.raises(ApplicationError) as refused:
+        services.turn_start(conversation=conversation, user=people.bob.user, input="help")
+    assert refused.value.status == 409 and refused.value.code == "turn_in_progress"
+    assert refused.value.extra == {"turn": turn.pk}
+    assert seqs(conversation) == [1]
+
+
+@pytest.mark.django_db
+def test_a_turn_ends_exactly_once(people, conversation):
+    turn = new_turn(conversation, people.alice.user, status=Turn.Status.RUNNING)
+    first = services.turn_finish(turn_id=turn.pk, status=Turn.Status.COMPLETED)
+    second = services.turn_finish(turn_id=turn.pk, status=Turn.Status.FAILED, error="late")
+    assert [f.type for f in first] == ["turn.completed"] and second == []
+    turn.refresh_from_db()
+    assert turn.status == Turn.Status.COMPLETED and turn.error == ""
+    assert list(conversation.events.values_list("type", flat=True)) == ["turn.completed"]
+
+
+@pytest.mark.django_db
+def test_upkeep_renews_local_leases_and_fails_turns_whose_lease_ran_out(people, conversation):
+    other = Conversation.objects.create(workspace=people.workspace, title="Other", agent="builtin")
+    past = timezone.now() - timedelta(seconds=5)
+    mine = new_turn(
+        conversation,
+        people.alice.user,
+        status=Turn.Status.RUNNING,
+        runner="me",
+        lease_expires_at=past,
+    )
+    lost = new_turn(
+        other,
+        people.alice.user,
+        status=Turn.Status.AWAITING_INPUT,
+        runner="gone",
+        lease_expires_at=past,
+    )
+    services.turns_upkeep(process="me", local_turn_ids=[mine.pk], reap_foreign=False)
+    mine.refresh_from_db()
+    lost.refresh_from_db()
+    assert mine.status == Turn.Status.RUNNING and mine.lease_expires_at > timezone.now()
+    assert lost.status == Turn.Status.FAILED
+    event = other.events.get()
+    assert event.type == "turn.failed" and event.data == {"error": services.TURN_LOST_ERROR}
+
+
+@pytest.mark.django_db
+def test_upkeep_at_start_up_ends_turns_left_by_a_stopped_server(people, conversation):
+    left = new_turn(
+        conversation,
+        people.alice.user,
+        status=Turn.Status.RUNNING,
+        runner="old-process",
+        lease_expires_at=timezone.now() + timedelta(minutes=5),
+    )
+    services.turns_upkeep(process="new-process", local_turn_ids=[], reap_foreign=False)
+    left.refresh_from_db()
+    assert left.status == Turn.Status.RUNNING  # its lease has not run out yet
+    services.turns_upkeep(process="new-process", local_turn_ids=[], reap_foreign=True)
+    left.refresh_from_db()
+    assert left.status == Turn.Status.FAILED
+
+
+@pytest.mark.django_db
+def test_upkeep_reports_local_turns_someone_asked_to_stop(people, conversation):
+    turn = new_turn(
+        conversation,
+        people.alice.user,
+        status=Turn.Status.RUNNING,
+        cancel_requested_at=timezone.now(),
+    )
+    assert services.turns_upkeep(process="me", local_turn_ids=[turn.pk], reap_foreign=False) == [
+        turn.pk
+    ]
