@@ -7,10 +7,9 @@ from django.core.asgi import get_asgi_application
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
 django_asgi_app = get_asgi_application()
 
-from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 
-from conversations.auth import BrowserOriginValidator, TokenAuthMiddleware  # noqa: E402
+from conversations.auth import BrowserOriginValidator, WebSocketAuthMiddleware  # noqa: E402
 from conversations.process import runtime  # noqa: E402
 from conversations.routing import websocket_urlpatterns  # noqa: E402
 
@@ -18,7 +17,7 @@ router = ProtocolTypeRouter(
     {
         "http": django_asgi_app,
         "websocket": BrowserOriginValidator(
-            AuthMiddlewareStack(TokenAuthMiddleware(URLRouter(websocket_urlpatterns)))
+            WebSocketAuthMiddleware(URLRouter(websocket_urlpatterns))
         ),
     }
 )

@@ -146,8 +146,12 @@ class TurnEvent(models.Model):
 
     TERMINAL_TYPES = (Type.TURN_COMPLETED, Type.TURN_FAILED, Type.TURN_CANCELLED)
 
-    conversation = models.ForeignKey(Conversation, on_delete=models.CASCADE, related_name="events")
-    turn = models.ForeignKey(Turn, on_delete=models.CASCADE, related_name="events")
+    # No single-column indexes on these: (conversation, seq) and (turn, seq) lead with them,
+    # and every index is paid for on each event written.
+    conversation = models.ForeignKey(
+        Conversation, on_delete=models.CASCADE, related_name="events", db_index=False
+    )
+    turn = models.ForeignKey(Turn, on_delete=models.CASCADE, related_name="events", db_index=False)
     seq = models.PositiveBigIntegerField()
     type = models.CharField(max_length=40, choices=Type.choices)
     data = models.JSONField(default=dict)

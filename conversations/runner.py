@@ -13,7 +13,6 @@ from collections import deque
 
 from channels.layers import get_channel_layer
 from django.conf import settings
-from django.utils import timezone
 
 from . import selectors, services
 from .agents import load_agent
@@ -27,6 +26,8 @@ logger = logging.getLogger(__name__)
 DELTA = TurnEvent.Type.MESSAGE_DELTA
 # A coalesced text delta is cut at this many characters, to keep frames small.
 MAX_DELTA_CHARS = 4000
+# While a batch is being written, a busy agent still yields to the loop this often.
+YIELD_EVERY = 64
 
 
 class EventWriter:
@@ -49,6 +50,11 @@ class EventWriter:
         self._urgent = False
         self._accepted = 0
         self._written = 0
+        self._flushing = False
+        self._since_yield = 0
+        # Read once: settings are a lazy object, too slow to consult for every event.
+        self._backlog = settings.PARLEY_EVENT_BACKLOG
+        self._linger = settings.PARLEY_DELTA_COALESCE_MS / 1000
         self._error: BaseException | None = None
         self._wakeup = asyncio.Event()
         self._progress = asyncio.Event()
@@ -60,7 +66,7 @@ class EventWriter:
         if not self._pending:
             self._pending_since = time.monotonic()
             self._only_deltas = True
-        self._pending.append([type_, data, timezone.now()])
+        self._pending.append([type_, data])
         self._accepted += 1
         self._wakeup.set()
 
@@ -90,8 +96,23 @@ class EventWriter:
             await self._progress.wait()
 
     async def throttle(self) -> None:
-        if len(self._pending) >= settings.PARLEY_EVENT_BACKLOG:
-            await self.drain()
+        """Called by the context after each event: keeps the agent and the database working
+        side by side. An agent that never awaits anything else would otherwise starve the
+        writer until the backlog filled, so production and writing took turns."""
+        self._since_yield += 1
+        if len(self._pending) >= self._backlog:
+            # Wait for the batch being written, not for everything: the writer takes the
+            # backlog the moment that batch commits, and the agent goes on meanwhile.
+            self._since_yield = 0
+            while len(self._pending) >= self._backlog:
+                if self._error is not None:
+                    raise self._error
+                self._progress.clear()
+                await self._progress.wait()
+        elif not self._flushing or self._since_yield >= YIELD_EVERY:
+            # Let the writer start a batch now, and the sockets send what was committed.
+            self._since_yield = 0
+            await asyncio.sleep(0)
 
     async def close(self) -> None:
         """Write everything still queued, then stop."""
@@ -103,7 +124,7 @@ class EventWriter:
         self._task.cancel()
 
     async def _run(self) -> None:
-        linger = settings.PARLEY_DELTA_COALESCE_MS / 1000
+        linger = self._linger
         while True:
             await self._wakeup.wait()
             self._wakeup.clear()
@@ -115,6 +136,7 @@ class EventWriter:
                     await asyncio.sleep(wait)
             batch, self._pending = self._pending, []
             self._urgent = False
+            self._flushing = True
             try:
                 await run_db(
                     services.turn_events_append,
@@ -127,6 +149,8 @@ class EventWriter:
                 self._error = exc
                 self._progress.set()
                 return
+            finally:
+                self._flushing = False
             self._written += len(batch)
             self._progress.set()
 
@@ -146,7 +170,8 @@ class ToolCall:
         self.result = None
 
     async def __aenter__(self) -> "ToolCall":
-        await self._ctx.end_message()
+        if self._ctx._message:
+            await self._ctx.end_message()
         self.id = self._ctx._next_call_id()
         self._ctx._writer.emit(
             TurnEvent.Type.TOOL_STARTED,

@@ -1,8 +1,9 @@
 """Reads of workspaces, conversations, turns and events."""
 
-from django.db.models import OuterRef, QuerySet, Subquery
+from django.db.models import OuterRef, QuerySet, Subquery, TextField
+from django.db.models.functions import Cast
 
-from .events import FRAME_COLUMNS, Frame, frame_from_row
+from .events import Frame, FrameEncoder
 from .models import Conversation, Membership, Turn, TurnEvent, Workspace
 
 
@@ -43,9 +44,12 @@ def event_frames_after(*, conversation_id: str, after_seq: int, limit: int) -> l
     rows = (
         TurnEvent.objects.filter(conversation_id=conversation_id, seq__gt=after_seq)
         .order_by("seq")
-        .values_list(*FRAME_COLUMNS)[:limit]
+        # The data as stored text: no decoding and encoding again on the way out.
+        .annotate(data_text=Cast("data", output_field=TextField()))
+        .values_list("seq", "type", "turn_id", "created_at", "data_text")[:limit]
     )
-    return [frame_from_row(*row) for row in rows]
+    encoder = FrameEncoder(conversation_id)
+    return [encoder.frame(*row) for row in rows]
 
 
 def events_page(*, conversation_id: str, after_seq: int, limit: int) -> list[TurnEvent]:

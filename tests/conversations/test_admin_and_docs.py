@@ -3,7 +3,6 @@
 import pytest
 from django.contrib.auth import get_user_model
 from django.core.management import call_command
-from django.utils import timezone
 
 from conversations import services
 from conversations.models import Membership, Turn, Workspace
@@ -22,7 +21,7 @@ def finished_turn(people, conversation):
     services.turn_events_append(
         conversation_id=conversation.pk,
         turn_id=turn.pk,
-        events=[("message.completed", {"text": "Hi <b>there</b>"}, timezone.now())],
+        events=[("message.completed", {"text": "Hi <b>there</b>"})],
     )
     services.turn_finish(turn_id=turn.pk, status=Turn.Status.COMPLETED)
     return turn

@@ -28,10 +28,7 @@ def test_concurrent_writers_never_share_a_seq_nor_leave_a_hole(people, conversat
     def writer(n: int):
         try:
             for batch in range(25):
-                events = [
-                    ("message.delta", {"text": f"{n}:{batch}:{i}"}, timezone.now())
-                    for i in range(3)
-                ]
+                events = [("message.delta", {"text": f"{n}:{batch}:{i}"}) for i in range(3)]
                 services.turn_events_append(
                     conversation_id=conversation.pk, turn_id=turn.pk, events=events
                 )
@@ -59,23 +56,22 @@ def test_concurrent_writers_never_share_a_seq_nor_leave_a_hole(people, conversat
 @pytest.mark.django_db(transaction=True)
 def test_a_rolled_back_append_leaves_no_hole(people, conversation):
     turn = new_turn(conversation, people.alice.user)
-    now = timezone.now()
     services.turn_events_append(
         conversation_id=conversation.pk,
         turn_id=turn.pk,
-        events=[("message.delta", {"text": "a"}, now)],
+        events=[("message.delta", {"text": "a"})],
     )
     with pytest.raises(RuntimeError), transaction.atomic():
         services.turn_events_append(
             conversation_id=conversation.pk,
             turn_id=turn.pk,
-            events=[("message.delta", {"text": "lost"}, now)],
+            events=[("message.delta", {"text": "lost"})],
         )
         raise RuntimeError("the writer fails after numbering")
     services.turn_events_append(
         conversation_id=conversation.pk,
         turn_id=turn.pk,
-        events=[("message.delta", {"text": "b"}, now)],
+        events=[("message.delta", {"text": "b"})],
     )
     assert seqs(conversation) == [1, 2]
     assert list(conversation.events.values_list("data__text", flat=True)) == ["a", "b"]

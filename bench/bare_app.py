@@ -1,0 +1,46 @@
+"""The ceiling: a bare Daphne consumer that pushes pre-encoded frames to its sockets in a loop.
+
+A client sends ``{"count": N}`` on any socket; every socket connected then gets N copies of a
+frame the size of a Parley event, the loop handing each frame to each socket in turn.
+"""
+
+import asyncio
+import json
+
+from channels.generic.websocket import AsyncWebsocketConsumer
+
+FRAME = json.dumps(
+    {
+        "seq": 123456,
+        "type": "tool.completed",
+        "conversation": "c_0123456789abcdef",
+        "turn": "t_0123456789abcdef",
+        "ts": "2026-11-22T10:00:00.123Z",
+        "data": {"id": "call_12345", "name": "tick", "result": 12345},
+    },
+    separators=(",", ":"),
+)
+SOCKETS: set = set()
+
+
+class PushConsumer(AsyncWebsocketConsumer):
+    channel_layer_alias = None
+
+    async def connect(self):
+        await self.accept()
+        SOCKETS.add(self)
+
+    async def disconnect(self, code):
+        SOCKETS.discard(self)
+
+    async def receive(self, text_data=None, bytes_data=None):
+        count = json.loads(text_data)["count"]
+        targets = list(SOCKETS)
+        for number in range(count):
+            for consumer in targets:
+                await consumer.send(text_data=FRAME)
+            if number % 100 == 99:
+                await asyncio.sleep(0)  # let the reactor write, as any real producer would
+
+
+application = PushConsumer.as_asgi()

@@ -1,0 +1,411 @@
+"""Parley's benchmark: the bare-Daphne ceiling and Parley, measured side by side in one run.
+
+    make bench            (or: .venv/bin/python bench/run.py [--quick])
+
+Every figure is the median of several rounds, and every Parley figure is reported beside the
+ceiling measured in the same run, because this machine is shared and noisy. Results are printed
+and written to bench/results/latest.json.
+"""
+
+import argparse
+import asyncio
+import json
+import os
+import platform
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import httpx
+import psutil
+import websockets
+
+ROOT = Path(__file__).resolve().parent.parent
+RESULTS = ROOT / "bench" / "results"
+
+
+class Daphne:
+    """A Daphne process on a loopback socket bound here (the same way the tests start one)."""
+
+    def __init__(self, argv: list[str], env: dict, log: Path):
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(1024)
+        self.port = self.sock.getsockname()[1]
+        self.log = open(log, "w")
+        self.process = subprocess.Popen(
+            [*argv[:-1], "--fd", str(self.sock.fileno()), argv[-1]],
+            cwd=ROOT,
+            env={**os.environ, **env},
+            pass_fds=[self.sock.fileno()],
+            stdout=self.log,
+            stderr=subprocess.STDOUT,
+        )
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                httpx.get(f"http://127.0.0.1:{self.port}/", timeout=2)
+                break
+            except httpx.TransportError:
+                if self.process.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError(f"Daphne did not start; see {log}") from None
+                time.sleep(0.05)
+
+    @property
+    def rss(self) -> int:
+        return psutil.Process(self.process.pid).memory_info().rss
+
+    def ws(self, path: str, headers: dict | None = None):
+        return websockets.connect(
+            f"ws://127.0.0.1:{self.port}{path}",
+            additional_headers=headers or {},
+            max_size=2**24,
+            max_queue=None,
+            open_timeout=30,
+            ping_interval=None,
+        )
+
+    def stop(self):
+        self.process.send_signal(signal.SIGTERM)
+        try:
+            self.process.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+        self.sock.close()
+        self.log.close()
+
+
+def median(values):
+    return statistics.median(values)
+
+
+def percentile(values, fraction):
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(fraction * (len(ordered) - 1)))]
+
+
+# The ceiling ------------------------------------------------------------------------------
+
+
+async def ceiling_round(server: Daphne, sockets: int, frames: int) -> float:
+    """Deliveries per second from a bare consumer pushing ``frames`` to ``sockets`` sockets."""
+    connections = [await server.ws("/").__aenter__() for _ in range(sockets)]
+    try:
+        await asyncio.sleep(0.2)
+
+        async def drain(ws):
+            for _ in range(frames):
+                await ws.recv()
+
+        started = time.perf_counter()
+        await connections[0].send(json.dumps({"count": frames}))
+        await asyncio.gather(*(drain(ws) for ws in connections))
+        elapsed = time.perf_counter() - started
+    finally:
+        for ws in connections:
+            await ws.close()
+    return sockets * frames / elapsed
+
+
+# Parley -----------------------------------------------------------------------------------
+
+
+class Parley:
+    def __init__(self, server: Daphne, token: str):
+        self.server = server
+        self.headers = {"Authorization": f"Token {token}"}
+        self.http = httpx.AsyncClient(
+            base_url=f"http://127.0.0.1:{server.port}", headers=self.headers, timeout=120
+        )
+
+    async def conversation(self, agent: str = "flood") -> str:
+        response = await self.http.post(
+            "/api/conversations/", json={"workspace": "bench", "title": "bench", "agent": agent}
+        )
+        response.raise_for_status()
+        return response.json()["id"]
+
+    async def start(self, cid: str, text: str) -> dict:
+        response = await self.http.post(f"/api/conversations/{cid}/turns/", json={"input": text})
+        response.raise_for_status()
+        return response.json()
+
+    def watch(self, cid: str, from_seq: int | None = None):
+        query = "" if from_seq is None else f"?from_seq={from_seq}"
+        return self.server.ws(f"/ws/conversations/{cid}/{query}", self.headers)
+
+    async def wait_idle(self, cid: str) -> int:
+        while True:
+            state = (await self.http.get(f"/api/conversations/{cid}/in-flight/")).json()
+            if not state["in_flight"]:
+                return state["latest_seq"]
+            await asyncio.sleep(0.05)
+
+
+async def until_terminal(ws, arrivals: dict | None = None) -> int:
+    """Read frames until a terminal event; returns how many events came."""
+    count = 0
+    while True:
+        frame = await ws.recv()
+        if frame.startswith('{"seq"'):
+            count += 1
+            if arrivals is not None:
+                arrivals[int(frame[7 : frame.index(",")])] = time.time()
+            if '"type":"turn.' in frame[:60] and '"type":"turn.started"' not in frame[:60]:
+                return count
+
+
+async def parley_stream_round(parley: Parley, sockets: int, events: int) -> tuple[float, float]:
+    """Events per second persisted and delivered to ``sockets`` watchers, and deliveries/s."""
+    cid = await parley.conversation()
+    connections = [await parley.watch(cid).__aenter__() for _ in range(sockets)]
+    try:
+        for ws in connections:
+            await ws.recv()  # ws.ready
+        started = time.perf_counter()
+        await parley.start(cid, f"{events} events")
+        counts = await asyncio.gather(*(until_terminal(ws) for ws in connections))
+        elapsed = time.perf_counter() - started
+    finally:
+        for ws in connections:
+            await ws.close()
+    assert all(c == events + 2 for c in counts), counts
+    return (events + 2) / elapsed, sockets * (events + 2) / elapsed
+
+
+async def persist_only_round(parley: Parley, events: int) -> tuple[float, str]:
+    cid = await parley.conversation()
+    started = time.perf_counter()
+    await parley.start(cid, f"{events} events")
+    latest = await parley.wait_idle(cid)
+    return latest / (time.perf_counter() - started), cid
+
+
+async def replay_socket_round(parley: Parley, cid: str, total: int) -> float:
+    started = time.perf_counter()
+    async with parley.watch(cid, from_seq=0) as ws:
+        await ws.recv()  # ws.ready
+        for _ in range(total):
+            await ws.recv()
+    return total / (time.perf_counter() - started)
+
+
+async def replay_tail_round(parley: Parley, cid: str, total: int) -> float:
+    started = time.perf_counter()
+    count = 0
+    async with parley.http.stream("GET", f"/api/conversations/{cid}/tail/?from_seq=0") as response:
+        async for line in response.aiter_lines():
+            if line.startswith("id: "):
+                count += 1
+            elif line == "event: done":
+                break
+    assert count == total, (count, total)
+    return total / (time.perf_counter() - started)
+
+
+async def paced_arrivals(parley: Parley, sockets: int, events: int, every_ms: float):
+    """Arrival times per seq on each socket for a stream paced below saturation."""
+    cid = await parley.conversation()
+    connections = [await parley.watch(cid).__aenter__() for _ in range(sockets)]
+    arrivals = [{} for _ in connections]
+    try:
+        for ws in connections:
+            await ws.recv()
+        await parley.start(cid, f"{events} events every {every_ms}")
+        watching = zip(connections, arrivals, strict=True)
+        await asyncio.gather(*(until_terminal(ws, a) for ws, a in watching))
+    finally:
+        for ws in connections:
+            await ws.close()
+    return cid, arrivals
+
+
+def commit_delays(commits: list, cid: str, arrivals: list[dict]) -> list[float]:
+    committed = {}
+    for conversation, first, last, moment in commits:
+        if conversation == cid:
+            for seq in range(first, last + 1):
+                committed[seq] = moment
+    delays = []
+    for per_socket in arrivals:
+        for seq, arrived in per_socket.items():
+            if seq in committed:
+                delays.append((arrived - committed[seq]) * 1000)
+    return delays
+
+
+# Setting up -------------------------------------------------------------------------------
+
+
+def prepare_parley(scratch: Path) -> tuple[dict, str]:
+    """A fresh Parley database with a workspace, a person and their token."""
+    env = {
+        "PARLEY_VAR_DIR": str(scratch),
+        "DJANGO_SETTINGS_MODULE": "config.settings",
+        "PARLEY_AGENTS": json.dumps({"flood": "conversations.agents.flood.FloodAgent"}),
+        "PARLEY_LOG_LEVEL": "WARNING",
+    }
+    python = sys.executable
+    subprocess.run(
+        [python, "manage.py", "migrate", "--noinput", "-v0"],
+        cwd=ROOT,
+        env={**os.environ, **env},
+        check=True,
+    )
+    script = (
+        "from django.contrib.auth import get_user_model;"
+        "from rest_framework.authtoken.models import Token;"
+        "from conversations.models import Workspace, Membership;"
+        "u = get_user_model().objects.create_user('bench', password='bench');"
+        "w = Workspace.objects.create(slug='bench', name='Bench');"
+        "Membership.objects.create(workspace=w, user=u, role='owner');"
+        "print(Token.objects.create(user=u).key)"
+    )
+    out = subprocess.run(
+        [python, "manage.py", "shell", "-c", script],
+        cwd=ROOT,
+        env={**os.environ, **env},
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
+    return env, out.strip().splitlines()[-1]
+
+
+async def main(quick: bool) -> dict:
+    rounds = 3 if quick else 5
+    n_one, n_many, n_replay = (5_000, 2_000, 10_000) if quick else (20_000, 10_000, 50_000)
+    scratch = Path(tempfile.mkdtemp(prefix="parley-bench-"))
+    python = sys.executable
+    results: dict = {
+        "machine": {
+            "cpus": os.cpu_count(),
+            "memory_gb": round(psutil.virtual_memory().total / 2**30, 1),
+            "python": platform.python_version(),
+            "platform": platform.platform(),
+        },
+        "rounds": rounds,
+    }
+    env, token = prepare_parley(scratch)
+    commit_log = scratch / "commits.json"
+    bare = Daphne(
+        [python, "-m", "daphne", "bench.bare_app:application"],
+        {"DJANGO_SETTINGS_MODULE": "config.settings", "PARLEY_VAR_DIR": str(scratch)},
+        scratch / "bare.log",
+    )
+    server = Daphne(
+        [python, "bench/parley_server.py", "config.asgi:application"],
+        {**env, "BENCH_COMMIT_LOG": str(commit_log)},
+        scratch / "parley.log",
+    )
+    parley = Parley(server, token)
+    try:
+        # Ceiling and Parley take turns, round by round, so that both see the same noise;
+        # each ratio is taken within a round.
+        print(f"Throughput: {rounds} rounds of ceiling and Parley, taking turns …", flush=True)
+        table = {key: [] for key in ("c1", "p1", "c20", "p20")}
+        for _ in range(rounds):
+            table["c1"].append(await ceiling_round(bare, 1, n_one))
+            table["p1"].append(await parley_stream_round(parley, 1, n_one))
+            table["c20"].append(await ceiling_round(bare, 20, n_many))
+            table["p20"].append(await parley_stream_round(parley, 20, n_many))
+        print("Persistence alone, replay, commit -> socket delay …", flush=True)
+        persist, replay_cid = [], None
+        for _ in range(rounds):
+            rate, replay_cid = await persist_only_round(parley, n_replay)
+            persist.append(rate)
+        total = n_replay + 2
+        replay_ws = median(
+            [await replay_socket_round(parley, replay_cid, total) for _ in range(rounds)]
+        )
+        replay_sse = median(
+            [await replay_tail_round(parley, replay_cid, total) for _ in range(rounds)]
+        )
+        paced = []
+        for sockets in (1, 20):
+            cid, arrivals = await paced_arrivals(parley, sockets, 1000 if quick else 3000, 2)
+            paced.append((sockets, cid, arrivals))
+    finally:
+        await parley.http.aclose()
+        server.stop()
+        bare.stop()
+    commits = json.loads(commit_log.read_text())
+    delays = {sockets: commit_delays(commits, cid, arrivals) for sockets, cid, arrivals in paced}
+    results["ceiling"] = {
+        "deliveries_per_s_1": median(table["c1"]),
+        "deliveries_per_s_20": median(table["c20"]),
+    }
+    results["parley"] = {
+        "events_per_s_1_socket": median([e for e, _ in table["p1"]]),
+        "deliveries_per_s_1": median([d for _, d in table["p1"]]),
+        "events_per_s_20_sockets": median([e for e, _ in table["p20"]]),
+        "deliveries_per_s_20": median([d for _, d in table["p20"]]),
+        "events_per_s_persist_only": median(persist),
+        "replay_events_per_s_socket": replay_ws,
+        "replay_events_per_s_tail": replay_sse,
+        "replayed_events": total,
+        "commit_to_socket_ms": {
+            str(sockets): {
+                "p50": percentile(values, 0.5),
+                "p99": percentile(values, 0.99),
+                "samples": len(values),
+            }
+            for sockets, values in delays.items()
+        },
+    }
+    results["ratios"] = {
+        "parley_vs_ceiling_1": median(
+            [p[1] / c for p, c in zip(table["p1"], table["c1"], strict=True)]
+        ),
+        "parley_vs_ceiling_20": median(
+            [p[1] / c for p, c in zip(table["p20"], table["c20"], strict=True)]
+        ),
+    }
+    results["raw"] = table
+    return results
+
+
+def report(results: dict) -> str:
+    c, p, r = results["ceiling"], results["parley"], results["ratios"]
+    lines = [
+        f"Machine: {results['machine']['cpus']} cores, {results['machine']['memory_gb']} GB, "
+        f"Python {results['machine']['python']}; medians of {results['rounds']} rounds, "
+        "ratios taken within each round",
+        "",
+        f"{'':44}{'1 socket':>14}{'20 sockets':>14}",
+        f"{'ceiling: bare consumer, deliveries/s':44}{c['deliveries_per_s_1']:>14,.0f}"
+        f"{c['deliveries_per_s_20']:>14,.0f}",
+        f"{'Parley: events/s persisted + delivered':44}{p['events_per_s_1_socket']:>14,.0f}"
+        f"{p['events_per_s_20_sockets']:>14,.0f}",
+        f"{'Parley: deliveries/s':44}{p['deliveries_per_s_1']:>14,.0f}"
+        f"{p['deliveries_per_s_20']:>14,.0f}",
+        f"{'Parley / ceiling':44}{r['parley_vs_ceiling_1']:>14.0%}"
+        f"{r['parley_vs_ceiling_20']:>14.0%}",
+        "",
+        f"Persisted with nobody watching: {p['events_per_s_persist_only']:,.0f} events/s",
+        f"Replay of {p['replayed_events']:,} stored events: socket "
+        f"{p['replay_events_per_s_socket']:,.0f} events/s, /tail/ "
+        f"{p['replay_events_per_s_tail']:,.0f} events/s",
+    ]
+    for sockets, delay in p["commit_to_socket_ms"].items():
+        lines.append(
+            f"Commit -> socket delay, {sockets} watching: p50 {delay['p50']:.2f} ms, "
+            f"p99 {delay['p99']:.2f} ms ({delay['samples']:,} samples)"
+        )
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="smaller runs, three rounds")
+    args = parser.parse_args()
+    results = asyncio.run(main(args.quick))
+    RESULTS.mkdir(exist_ok=True)
+    (RESULTS / "latest.json").write_text(json.dumps(results, indent=2))
+    print()
+    print(report(results))
