@@ -200,3 +200,8 @@ PARLEY_WS_MAX_FRAME_BYTES = env.int("PARLEY_WS_MAX_FRAME_BYTES", default=64 * 10
 PARLEY_SSE_KEEPALIVE_SECONDS = env.float("PARLEY_SSE_KEEPALIVE_SECONDS", default=15.0)
 # How long a live feed may sit idle before it checks the database for events it was not told of.
 PARLEY_FEED_POLL_SECONDS = env.float("PARLEY_FEED_POLL_SECONDS", default=5.0)
+# Questions agents ask mid-turn: how long they wait by default, how many a turn may ask, and
+# how often parked turns re-read their questions (one query per process, whatever their number).
+PARLEY_SELECTION_TIMEOUT_SECONDS = env.float("PARLEY_SELECTION_TIMEOUT_SECONDS", default=300.0)
+PARLEY_MAX_QUESTIONS_PER_TURN = env.int("PARLEY_MAX_QUESTIONS_PER_TURN", default=10)
+PARLEY_SELECTION_POLL_SECONDS = env.float("PARLEY_SELECTION_POLL_SECONDS", default=5.0)

@@ -1,7 +1,9 @@
 """Admin: workspaces with their members, conversations, and turns with their events."""
 
-from django.contrib import admin
+from django.contrib import admin, messages
 
+from . import services
+from .exceptions import ApplicationError
 from .models import Conversation, Membership, Turn, TurnEvent, Workspace
 
 
@@ -93,9 +95,23 @@ class TurnAdmin(admin.ModelAdmin):
         "ended_at",
     ]
     inlines = [TurnEventInline]
+    actions = ["stop_selected"]
 
     def has_add_permission(self, request):
         return False
+
+    @admin.action(description="Stop the selected turns")
+    def stop_selected(self, request, queryset):
+        stopped = 0
+        for turn in queryset.filter(status__in=Turn.ACTIVE_STATUSES).select_related("conversation"):
+            try:
+                services.turn_cancel(
+                    conversation=turn.conversation, user=request.user, turn_id=turn.pk
+                )
+                stopped += 1
+            except ApplicationError as error:
+                self.message_user(request, f"{turn.pk}: {error.message}", messages.WARNING)
+        self.message_user(request, f"Asked {stopped} turn(s) to stop.", messages.SUCCESS)
 
 
 @admin.register(TurnEvent)

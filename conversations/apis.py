@@ -186,6 +186,62 @@ class TurnStartApi(APIView):
         return Response(self.OutputSerializer(body).data, status=status.HTTP_202_ACCEPTED)
 
 
+class TurnSteerApi(APIView):
+    class InputSerializer(serializers.Serializer):
+        expected_turn_id = serializers.CharField(help_text="The turn you mean to steer")
+        input = serializers.CharField(trim_whitespace=True)
+
+    class OutputSerializer(serializers.Serializer):
+        turn = serializers.CharField()
+        seq = serializers.IntegerField(help_text="The seq of the turn.steered event")
+
+    @extend_schema(
+        request=InputSerializer,
+        responses={202: OutputSerializer, **{s: ErrorSerializer for s in (400, 403, 404, 409)}},
+        summary="Add input to the active turn (409 no_active_turn / turn_mismatch)",
+    )
+    def post(self, request, conversation_id):
+        payload = self.InputSerializer(data=request.data)
+        payload.is_valid(raise_exception=True)
+        conversation, _ = conversation_access(
+            user=request.user, conversation_id=conversation_id, act=True, doing="steer turns"
+        )
+        steered = services.turn_steer(
+            conversation=conversation,
+            user=request.user,
+            expected_turn_id=payload.validated_data["expected_turn_id"],
+            input=payload.validated_data["input"],
+        )
+        body = {"turn": steered.turn_id, "seq": steered.seq}
+        return Response(self.OutputSerializer(body).data, status=status.HTTP_202_ACCEPTED)
+
+
+class TurnCancelApi(APIView):
+    class InputSerializer(serializers.Serializer):
+        turn_id = serializers.CharField(help_text="The turn you mean to stop")
+
+    class OutputSerializer(serializers.Serializer):
+        turn = serializers.CharField()
+        status = serializers.CharField(help_text="Its status now; turn.cancelled follows")
+
+    @extend_schema(
+        request=InputSerializer,
+        responses={202: OutputSerializer, **{s: ErrorSerializer for s in (400, 403, 404, 409)}},
+        summary="Stop the active turn (it ends with turn.cancelled)",
+    )
+    def post(self, request, conversation_id):
+        payload = self.InputSerializer(data=request.data)
+        payload.is_valid(raise_exception=True)
+        conversation, _ = conversation_access(
+            user=request.user, conversation_id=conversation_id, act=True, doing="stop turns"
+        )
+        turn = services.turn_cancel(
+            conversation=conversation, user=request.user, turn_id=payload.validated_data["turn_id"]
+        )
+        body = {"turn": turn.pk, "status": turn.status}
+        return Response(self.OutputSerializer(body).data, status=status.HTTP_202_ACCEPTED)
+
+
 class ConversationInFlightApi(APIView):
     @extend_schema(responses={200: InFlightOutputSerializer, 404: ErrorSerializer})
     def get(self, request, conversation_id):

@@ -162,12 +162,7 @@ class ConversationConsumer(AsyncWebsocketConsumer):
         return {"turn": turn.pk, "seq": started.seq}
 
     def _turn_start(self, text, interactive: bool):
-        conversation, _ = conversation_access(
-            user=self.scope["user"],
-            conversation_id=self.conversation_id,
-            act=True,
-            doing="start turns",
-        )
+        conversation = self._conversation_to_act_on("start turns")
         return services.turn_start(
             conversation=conversation, user=self.scope["user"], input=text, interactive=interactive
         )
@@ -180,7 +175,71 @@ class ConversationConsumer(AsyncWebsocketConsumer):
         self.start_pump()
         return {"from_seq": from_seq, "latest_seq": conversation.last_seq}
 
+    async def frame_turn_steer(self, frame: dict) -> dict:
+        steered = await database_sync_to_async(self._turn_steer)(
+            frame.get("expected_turn_id"), frame.get("input")
+        )
+        return {"turn": steered.turn_id, "seq": steered.seq}
+
+    def _turn_steer(self, expected_turn_id, text):
+        if not isinstance(expected_turn_id, str):
+            raise ApplicationError("invalid", "expected_turn_id: the id of the turn to steer.")
+        conversation = self._conversation_to_act_on("steer turns")
+        return services.turn_steer(
+            conversation=conversation,
+            user=self.scope["user"],
+            expected_turn_id=expected_turn_id,
+            input=text,
+        )
+
+    async def frame_turn_cancel(self, frame: dict) -> dict:
+        turn = await database_sync_to_async(self._turn_cancel)(frame.get("turn_id"))
+        return {"turn": turn.pk, "status": turn.status}
+
+    def _turn_cancel(self, turn_id):
+        if not isinstance(turn_id, str):
+            raise ApplicationError("invalid", "turn_id: the id of the turn to stop.")
+        conversation = self._conversation_to_act_on("stop turns")
+        return services.turn_cancel(
+            conversation=conversation, user=self.scope["user"], turn_id=turn_id
+        )
+
+    async def frame_selection_reply(self, frame: dict) -> dict:
+        selection = await database_sync_to_async(self._selection_reply)(frame)
+        return {"selection": selection.pk, "status": selection.status}
+
+    def _selection_reply(self, frame: dict):
+        from selection.access import selection_access
+        from selection.services import selection_reply
+
+        if ("answer" in frame) == ("action" in frame):
+            raise ApplicationError("invalid", "Send either an answer or an action.")
+        selection_id = frame.get("selection_id")
+        if not isinstance(selection_id, str):
+            raise ApplicationError("invalid", "selection_id: the id of the question.")
+        selection = selection_access(
+            user=self.scope["user"], selection_id=selection_id, answering=True
+        )
+        if selection.conversation_id != self.conversation_id:
+            raise ApplicationError("not_found", "Selection was not found.", status=404)
+        return selection_reply(
+            selection=selection,
+            user=self.scope["user"],
+            answer=frame.get("answer"),
+            action=frame.get("action"),
+        )
+
+    def _conversation_to_act_on(self, doing: str):
+        # Checked again for every action: a role can change while a socket stays open.
+        conversation, _ = conversation_access(
+            user=self.scope["user"], conversation_id=self.conversation_id, act=True, doing=doing
+        )
+        return conversation
+
     frame_handlers = {
         "turn.start": frame_turn_start,
+        "turn.steer": frame_turn_steer,
+        "turn.cancel": frame_turn_cancel,
+        "selection.reply": frame_selection_reply,
         "resume": frame_resume,
     }

@@ -10,6 +10,8 @@ import asyncio
 import logging
 import time
 from collections import deque
+from dataclasses import dataclass
+from typing import Any
 
 from channels.layers import get_channel_layer
 from django.conf import settings
@@ -192,6 +194,27 @@ class ToolCall:
         return False
 
 
+@dataclass(frozen=True)
+class Answer:
+    """What became of a question.
+
+    ``status`` is ``answered`` (``value`` holds the answer: a path relative to the question's
+    root, an option's value or a list of them, text, true/false, or the form's fields),
+    ``dismissed`` (the person closed it), ``declined`` (an explicit no), ``expired``,
+    ``cancelled``, ``unavailable`` (a non-interactive turn: nobody can answer) or
+    ``limit_reached`` (the turn asked as many questions as it may).
+    """
+
+    status: str
+    value: Any = None
+    answered_by: str | None = None
+    selection_id: str | None = None
+
+    @property
+    def answered(self) -> bool:
+        return self.status == "answered"
+
+
 class TurnContext:
     """What an agent sees of its turn, and the only way it acts.
 
@@ -211,7 +234,10 @@ class TurnContext:
         self._writer = writer
         self._message: list[str] = []
         self._steering: deque[str] = deque()
+        self._steering_seq = 0
         self._calls = 0
+        self._questions = 0
+        self._workspace_id = turn.conversation.workspace_id
 
     def _next_call_id(self) -> str:
         self._calls += 1
@@ -247,8 +273,109 @@ class TurnContext:
         self._steering.clear()
         return inputs
 
-    def _receive_steering(self, text: str) -> None:
-        self._steering.append(text)
+    def _receive_steering(self, seq: int, text: str) -> None:
+        if seq > self._steering_seq:
+            self._steering_seq = seq
+            self._steering.append(text)
+
+    async def ask(
+        self,
+        kind: str,
+        prompt: str,
+        *,
+        options: list | None = None,
+        multiple: bool = False,
+        allow_freeform: bool = False,
+        min_choices: int | None = None,
+        max_choices: int | None = None,
+        mode: str | None = None,
+        root: str = "",
+        schema: dict | None = None,
+        addressee: str | None = None,
+        timeout: float | None = None,
+    ) -> Answer:
+        """Ask a person something and wait for the answer, holding no thread.
+
+        ``kind`` is ``path`` (``mode`` file, folder or any, inside ``root``), ``choice``
+        (``options`` of label, value and description; ``multiple``; ``allow_freeform``),
+        ``text``, ``confirm`` or ``form`` (a flat JSON ``schema``). ``addressee`` (a username)
+        lets only that person, or an owner, answer. ``timeout`` overrides the default expiry.
+        Returns an Answer; only Stop interrupts the wait (by cancelling the agent).
+        Raises ValueError for a malformed question.
+        """
+        from selection.parking import parking
+        from selection.services import selection_announce, selection_request
+        from selection.validation import clean_question
+
+        if not self.interactive:
+            return Answer(status="unavailable")
+        if self._questions >= settings.PARLEY_MAX_QUESTIONS_PER_TURN:
+            return Answer(status="limit_reached")
+        fields = clean_question(
+            kind=kind,
+            prompt=prompt,
+            files_root=self.files_root,
+            options=options,
+            multiple=multiple,
+            allow_freeform=allow_freeform,
+            min_choices=min_choices,
+            max_choices=max_choices,
+            mode=mode,
+            root=root,
+            schema=schema,
+        )
+        person = None
+        if addressee is not None:
+            person = await run_db(
+                selectors.acting_member, workspace_id=self._workspace_id, username=addressee
+            )
+            if person is None:
+                raise ValueError(f"{addressee!r} cannot answer questions in this workspace.")
+        # Everything said so far is stored before the question, so it reads in order.
+        await self.end_message()
+        await self._writer.drain()
+        self._questions += 1
+        selection = await run_db(
+            selection_request,
+            turn_id=self.turn_id,
+            ordinal=self._questions,
+            fields=fields,
+            addressee=person,
+            timeout_seconds=timeout or settings.PARLEY_SELECTION_TIMEOUT_SECONDS,
+        )
+        await parking.wait(selection)
+        settled = await run_db(selection_announce, selection_id=selection.pk)
+        # Steering sent while the turn waited, in case a wake-up was lost on the way.
+        for seq, text in await run_db(
+            selectors.steering_after, turn_id=self.turn_id, after_seq=self._steering_seq
+        ):
+            self._receive_steering(seq, text)
+        return Answer(
+            status=settled.status,
+            value=settled.answer,
+            answered_by=settled.answered_by.get_username() if settled.answered_by else None,
+            selection_id=settled.pk,
+        )
+
+    async def select_path(self, prompt: str, *, mode: str = "file", root: str = "", **kw) -> Answer:
+        """Ask for a file (or a ``folder``, or ``any``) inside ``root``."""
+        return await self.ask("path", prompt, mode=mode, root=root, **kw)
+
+    async def choose(self, prompt: str, options: list, **kw) -> Answer:
+        """Ask to choose among ``options`` (``multiple=True`` for several)."""
+        return await self.ask("choice", prompt, options=options, **kw)
+
+    async def text(self, prompt: str, **kw) -> Answer:
+        """Ask for a typed answer."""
+        return await self.ask("text", prompt, **kw)
+
+    async def confirm(self, prompt: str, **kw) -> Answer:
+        """Ask yes or no; the answer's value is True or False."""
+        return await self.ask("confirm", prompt, **kw)
+
+    async def form(self, prompt: str, schema: dict, **kw) -> Answer:
+        """Ask for a small form described by a flat JSON schema."""
+        return await self.ask("form", prompt, schema=schema, **kw)
 
 
 class RunningTurn:
@@ -369,7 +496,28 @@ class TurnRunner:
             if kind == "turn.cancel":
                 running.stop()
             elif kind == "turn.steer" and running.context is not None:
-                running.context._receive_steering(message["input"])
+                running.context._receive_steering(message["seq"], message["input"])
+            elif kind == "selection.wake":
+                from selection.parking import parking
+
+                parking.wake(message["id"])
+
+
+_sending: set[asyncio.Task] = set()
+
+
+def send_to_inbox(inbox: str, message: dict) -> None:
+    """Send a control message to a turn's inbox (on the server loop; see turn_notify)."""
+    task = asyncio.get_running_loop().create_task(_send(inbox, message))
+    _sending.add(task)
+    task.add_done_callback(_sending.discard)
+
+
+async def _send(inbox: str, message: dict) -> None:
+    try:
+        await get_channel_layer().send(inbox, message)
+    except Exception:
+        logger.warning("Could not reach %s; the turn will find out from the database", inbox)
 
 
 def _describe(exc: BaseException) -> str:

@@ -90,3 +90,25 @@ def turn_history(*, turn: Turn, limit: int = 20) -> list[dict]:
 def in_flight_for_user(*, user) -> QuerySet[Conversation]:
     """Every conversation the person can see that has an active turn."""
     return conversations_for_user(user=user).filter(active_turn_id__isnull=False)
+
+
+def steering_after(*, turn_id: str, after_seq: int) -> list[tuple[int, str]]:
+    """Inputs added to a turn after ``after_seq``: (seq, input), in order."""
+    rows = TurnEvent.objects.filter(
+        turn_id=turn_id, type=TurnEvent.Type.TURN_STEERED, seq__gt=after_seq
+    ).order_by("seq")
+    return [(seq, data["input"]) for seq, data in rows.values_list("seq", "data")]
+
+
+def acting_member(*, workspace_id: int, username: str):
+    """The user called ``username`` if they may act in the workspace (owner or member)."""
+    membership = (
+        Membership.objects.filter(
+            workspace_id=workspace_id,
+            user__username=username,
+            role__in=[Membership.Role.OWNER, Membership.Role.MEMBER],
+        )
+        .select_related("user")
+        .first()
+    )
+    return membership.user if membership else None

@@ -17,7 +17,7 @@ from .broadcast import hub
 from .events import Frame, FrameEncoder, encode, person
 from .exceptions import ApplicationError
 from .models import Conversation, Membership, Turn, TurnEvent, Workspace
-from .process import process_id
+from .process import process_id, runtime
 
 # An event to append: its type and data. It is stamped when it is recorded.
 EventSpec = tuple[str, dict]
@@ -54,12 +54,12 @@ def _insert_event_rows(rows: list[tuple]) -> None:
             )
 
 
-def _append_events(*, conversation_id: str, turn_id: str, events: list[EventSpec]) -> list[Frame]:
+def append_events(*, conversation_id: str, turn_id: str, events: list[EventSpec]) -> list[Frame]:
     """Number and store events, and publish them once the surrounding transaction commits.
 
-    Must run inside a transaction. The counter update takes the conversation's row lock (the
-    write lock on SQLite) until commit, so two writers never take the same seq, and a rollback
-    returns the numbers with the rows: no holes.
+    Must run inside the transaction that stores the state the events record. The counter
+    update takes the conversation's row lock (the write lock on SQLite) until commit, so two
+    writers never take the same seq, and a rollback returns the numbers with the rows: no holes.
 
     This is the hot path of every turn, so it skips model instances: each event's data is
     encoded once, for its row and its frame, and the rows go in as plain multi-row inserts (the
@@ -88,7 +88,7 @@ def turn_events_append(
 ) -> list[Frame]:
     """Append a batch of a running turn's events. Returns their frames (already numbered)."""
     with transaction.atomic():
-        return _append_events(conversation_id=conversation_id, turn_id=turn_id, events=events)
+        return append_events(conversation_id=conversation_id, turn_id=turn_id, events=events)
 
 
 def conversation_create(
@@ -159,7 +159,7 @@ def turn_start(
                 lease_expires_at=_lease_end(),
             )
             data = {"input": text, "started_by": person(user), "interactive": interactive}
-            (frame,) = _append_events(
+            (frame,) = append_events(
                 conversation_id=conversation.pk,
                 turn_id=turn.pk,
                 events=[(TurnEvent.Type.TURN_STARTED, data)],
@@ -186,6 +186,73 @@ def turn_mark_running(*, turn_id: str, inbox: str, process: str) -> Turn:
             "turn_not_queued", f"Turn {turn_id} is not waiting to run.", status=409
         )
     return Turn.objects.select_related("conversation__workspace", "started_by").get(pk=turn_id)
+
+
+def turn_notify(inbox: str, message: dict) -> None:
+    """Send a control message to a turn's inbox, from any thread, after the caller's commit.
+
+    A wake-up only: what it announces is already stored, and a turn that misses it finds out
+    from the database (see conversations.parking). An empty inbox means the turn has not
+    started running; it reads the database when it does.
+    """
+    if inbox:
+        from .runner import send_to_inbox
+
+        runtime.call_soon(send_to_inbox, inbox, message)
+
+
+def _active_turn_for_update(conversation_id: str, expected_turn_id) -> Turn:
+    """The conversation's active turn, locked; it must be the one the caller expects.
+
+    Raises 409 ``no_active_turn`` or 409 ``turn_mismatch`` (naming the active turn).
+    """
+    turn = (
+        Turn.objects.select_for_update()
+        .filter(conversation_id=conversation_id, status__in=Turn.ACTIVE_STATUSES)
+        .first()
+    )
+    if turn is None:
+        raise ApplicationError(
+            "no_active_turn", "No turn is running in this conversation.", status=409
+        )
+    if turn.pk != expected_turn_id:
+        raise ApplicationError(
+            "turn_mismatch",
+            f"The active turn is {turn.pk}, not {expected_turn_id}.",
+            status=409,
+            extra={"turn": turn.pk},
+        )
+    return turn
+
+
+def turn_steer(*, conversation: Conversation, user, expected_turn_id: str, input: str) -> Frame:
+    """Add input to the active turn, which must be ``expected_turn_id``; the agent gets it at
+    its next step. Returns the ``turn.steered`` frame. Starts no turn and takes no overrides."""
+    text = _clean_input(input)
+    with transaction.atomic():
+        turn = _active_turn_for_update(conversation.pk, expected_turn_id)
+        (frame,) = append_events(
+            conversation_id=conversation.pk,
+            turn_id=turn.pk,
+            events=[(TurnEvent.Type.TURN_STEERED, {"input": text, "by": person(user)})],
+        )
+        message = {"type": "turn.steer", "input": text, "seq": frame.seq}
+        transaction.on_commit(partial(turn_notify, turn.inbox, message))
+    return frame
+
+
+def turn_cancel(*, conversation: Conversation, user, turn_id: str) -> Turn:
+    """Stop the active turn, which must be ``turn_id``. Its task is cancelled (in whichever
+    process runs it), its pending questions become cancelled, and it ends with
+    ``turn.cancelled`` naming who stopped it. Asking twice is harmless."""
+    with transaction.atomic():
+        turn = _active_turn_for_update(conversation.pk, turn_id)
+        if turn.cancel_requested_at is None:
+            turn.cancel_requested_at = timezone.now()
+            turn.cancelled_by = user
+            turn.save(update_fields=["cancel_requested_at", "cancelled_by"])
+        transaction.on_commit(partial(turn_notify, turn.inbox, {"type": "turn.cancel"}))
+    return turn
 
 
 def turn_finish(*, turn_id: str, status: str, error: str = "") -> list[Frame]:
@@ -223,7 +290,7 @@ def turn_finish(*, turn_id: str, status: str, error: str = "") -> list[Frame]:
         else:
             data = {}
         events.append((terminal[status], data))
-        return _append_events(conversation_id=turn.conversation_id, turn_id=turn.pk, events=events)
+        return append_events(conversation_id=turn.conversation_id, turn_id=turn.pk, events=events)
 
 
 def turns_upkeep(*, process: str, local_turn_ids: list[str], reap_foreign: bool) -> list[str]:

@@ -18,6 +18,16 @@ urlpatterns = [
         name="api-turn-start",
     ),
     path(
+        "conversations/<str:conversation_id>/steer/",
+        apis.TurnSteerApi.as_view(),
+        name="api-turn-steer",
+    ),
+    path(
+        "conversations/<str:conversation_id>/cancel/",
+        apis.TurnCancelApi.as_view(),
+        name="api-turn-cancel",
+    ),
+    path(
         "conversations/<str:conversation_id>/in-flight/",
         apis.ConversationInFlightApi.as_view(),
         name="api-conversation-in-flight",

@@ -1,25 +1,88 @@
 """The builtin agent: a deterministic workspace assistant that needs no network.
 
-It works on the workspace's files root: ``help``, ``list [folder]``, ``find <text>`` and
-``summarize <path>``. Replies stream at a readable pace; each file operation is reported as a
-tool call.
+It works on the workspace's files root. It answers ``help``, ``list [folder]``, ``find <text>``
+and ``summarize <path>``; it asks when it needs to: ``summarize`` with no path or an ambiguous
+one offers a file picker, ``compare`` asks for two files, ``rename <path>`` asks for the new
+name and then for confirmation, ``tidy`` offers a multi-select of chores, ``note`` asks with a
+form, and a request it does not understand makes it ask which ability was meant. Replies stream
+at a readable pace; each file operation is reported as a tool call; input people add mid-turn
+is acknowledged between steps.
 """
 
 import asyncio
+import difflib
+import os
 import re
+from pathlib import Path, PurePosixPath
 
 from django.conf import settings
+from django.utils.text import slugify
 
-from ..files import UnsafePath, list_folder, read_text, relative_path, resolve_inside, walk_files
+from ..files import (
+    UnsafePath,
+    list_folder,
+    read_text,
+    relative_path,
+    resolve_inside,
+    walk_files,
+)
 from . import Agent
 
 MAX_MATCHES = 50
+TEXT_SUFFIXES = {".md", ".txt", ".csv", ".rst"}
 
 ABILITIES = {
     "help": "show what I can do",
     "list": "list a folder: `list [folder]`",
     "find": "find files and lines that contain some text: `find <text>`",
-    "summarize": "summarize a file (lines, words, headings, first lines): `summarize <path>`",
+    "summarize": "summarize a file (lines, words, headings, first lines): `summarize [path]`",
+    "compare": "compare two files: `compare [path] [path]`",
+    "rename": "rename a file, after you confirm: `rename [path]`",
+    "tidy": "tidy the workspace's files, choosing the chores",
+    "note": "write a note from a short form: `note [text]`",
+}
+
+TIDY_CHORES = [
+    {
+        "value": "empty-folders",
+        "label": "Remove empty folders",
+        "description": "Folders with nothing in them are deleted.",
+    },
+    {
+        "value": "trailing-whitespace",
+        "label": "Trim trailing whitespace",
+        "description": "In text files (.md, .txt, .csv, .rst).",
+    },
+    {
+        "value": "final-newline",
+        "label": "End text files with a newline",
+        "description": "Adds the missing newline at the end of text files.",
+    },
+    {
+        "value": "large-files",
+        "label": "List large files",
+        "description": "Files over 1 MB, largest first; nothing is changed.",
+    },
+]
+
+NOTE_FORM = {
+    "type": "object",
+    "properties": {
+        "title": {"type": "string", "title": "Title", "minLength": 1, "maxLength": 120},
+        "tags": {"type": "string", "title": "Tags", "description": "Separated by commas"},
+        "pinned": {"type": "boolean", "title": "Pinned", "default": False},
+    },
+    "required": ["title"],
+}
+
+NOT_ANSWERED = {
+    "dismissed": "You closed the question, so I'll leave it there.",
+    "declined": "Understood: I won't.",
+    "expired": "Nobody answered in time, so I stopped there.",
+    "cancelled": "The question was withdrawn, so I stopped there.",
+    "unavailable": "I'd need to ask someone, but nobody can answer in this turn "
+    "(it is not interactive).",
+    "limit_reached": "I have asked as many questions as I may in one turn.",
 }
 
 
@@ -36,6 +99,11 @@ def parse_request(text: str) -> tuple[str | None, str]:
     if match:
         return match.group(1).lower(), match.group(2).strip()
     return None, text.strip()
+
+
+def split_arguments(text: str) -> list[str]:
+    """Words, keeping quoted ones together: ``compare "a b.md" c.md`` gives two."""
+    return [a or b for a, b in re.findall(r'"([^"]*)"|(\S+)', text)]
 
 
 def _strip_quotes(text: str) -> str:
@@ -75,17 +143,48 @@ def find_in_files(root, needle: str) -> dict:
     return {"files": sorted(files), "matches": matches, "truncated": len(matches) >= MAX_MATCHES}
 
 
+def files_matching(root, text: str) -> list[str]:
+    """Files whose path inside the root contains ``text`` (ignoring case)."""
+    needle = text.lower()
+    return [
+        relative
+        for relative in (relative_path(root, path) for path in walk_files(root))
+        if needle in relative.lower()
+    ]
+
+
+def common_folder(paths: list[str]) -> str:
+    parents = [PurePosixPath(p).parent.parts for p in paths]
+    shared = []
+    for parts in zip(*parents, strict=False):
+        if len(set(parts)) != 1:
+            break
+        shared.append(parts[0])
+    return "/".join(shared)
+
+
 class BuiltinAgent(Agent):
     async def run(self, ctx) -> None:
         self.ctx = ctx
         command, argument = parse_request(ctx.input)
-        handler = getattr(self, f"do_{command}", None) if command else None
-        if handler is None:
-            await self.stream(f"I'm not sure what you mean by “{ctx.input.strip()}”.\n\n")
-            handler = self.do_help
-        await handler(argument)
-        for text in ctx.steering():
-            await self.stream(f"\n\n(Noted while I worked: “{text}”.)")
+        if command is None:
+            await self.stream(f"I'm not sure what you mean by “{ctx.input.strip()}”.")
+            answer = await ctx.choose(
+                "Which of these did you mean?",
+                [
+                    {"label": name.title(), "value": name, "description": description}
+                    for name, description in ABILITIES.items()
+                ],
+            )
+            if not answer.answered:
+                await self.stream(" " + NOT_ANSWERED[answer.status])
+                return
+            await self.stream("\n\n")
+            command, argument = answer.value, ""
+        await getattr(self, f"do_{command}")(argument)
+        await self.acknowledge_steering()
+
+    # Talking -------------------------------------------------------------------------------
 
     async def stream(self, text: str) -> None:
         """Say ``text`` a few words at a time, at a pace a person can read along with."""
@@ -94,6 +193,47 @@ class BuiltinAgent(Agent):
             await self.ctx.say(chunk)
             if pace:
                 await asyncio.sleep(pace)
+
+    async def acknowledge_steering(self) -> None:
+        for text in self.ctx.steering():
+            await self.stream(f"\n\n(Noted while I worked: “{text}”.)")
+
+    async def not_answered(self, answer) -> None:
+        await self.stream(NOT_ANSWERED[answer.status])
+
+    async def pick_file(self, prompt: str, root: str = ""):
+        """A file path relative to the files root, or None (having said why)."""
+        answer = await self.ctx.select_path(prompt, mode="file", root=root)
+        if not answer.answered:
+            await self.not_answered(answer)
+            return None
+        return str(PurePosixPath(root) / answer.value) if root else answer.value
+
+    async def resolve_file(self, argument: str, purpose: str):
+        """The file the person meant: named exactly, matched uniquely, or picked from a list."""
+        wanted = _strip_quotes(argument)
+        if not wanted:
+            return await self.pick_file(f"Which file should I {purpose}?")
+        root = self.ctx.files_root
+        try:
+            if resolve_inside(root, wanted).is_file():
+                return wanted
+        except UnsafePath as exc:
+            await self.stream(f"I can't use `{wanted}`: {exc}")
+            return None
+        matches = await asyncio.to_thread(files_matching, root, wanted)
+        if len(matches) == 1:
+            return matches[0]
+        if not matches:
+            await self.stream(f"There is no `{wanted}` in this workspace.")
+            return None
+        await self.stream(f"{len(matches)} files match “{wanted}”.")
+        return await self.pick_file(
+            f"Several files match “{wanted}”: which one should I {purpose}?",
+            root=common_folder(matches),
+        )
+
+    # Abilities -----------------------------------------------------------------------------
 
     async def do_help(self, argument: str) -> None:
         lines = [f"- **{name}**: {description}" for name, description in ABILITIES.items()]
@@ -124,8 +264,11 @@ class BuiltinAgent(Agent):
     async def do_find(self, argument: str) -> None:
         needle = _strip_quotes(argument)
         if not needle:
-            await self.stream("Tell me what to look for, as in `find budget`.")
-            return
+            answer = await self.ctx.text("What should I look for?")
+            if not answer.answered:
+                await self.not_answered(answer)
+                return
+            needle = answer.value
         async with self.ctx.tool("find", {"text": needle}) as call:
             call.result = await asyncio.to_thread(find_in_files, self.ctx.files_root, needle)
         found = call.result
@@ -141,11 +284,10 @@ class BuiltinAgent(Agent):
         )
 
     async def do_summarize(self, argument: str) -> None:
-        path = _strip_quotes(argument)
-        if not path:
-            await self.stream("Tell me which file to summarize, as in `summarize README.md`.")
-            return
-        await self.summarize(path)
+        path = await self.resolve_file(argument, "summarize")
+        if path is not None:
+            await self.acknowledge_steering()
+            await self.summarize(path)
 
     async def summarize(self, path: str) -> None:
         async with self.ctx.tool("summarize", {"path": path}) as call:
@@ -174,6 +316,202 @@ class BuiltinAgent(Agent):
         if text is None:
             return {"error": f"`{path}` is not a text file I can read."}
         return summarize_text(text)
+
+    async def do_compare(self, argument: str) -> None:
+        given = split_arguments(argument)[:2]
+        paths = []
+        for position, name in enumerate(["first", "second"]):
+            wanted = given[position] if position < len(given) else ""
+            path = await self.resolve_file(wanted, f"compare ({name} file)")
+            if path is None:
+                return
+            paths.append(path)
+            await self.acknowledge_steering()
+        async with self.ctx.tool("compare", {"paths": paths}) as call:
+            call.result = await asyncio.to_thread(self._compare, *paths)
+        result = call.result
+        if "error" in result:
+            await self.stream(result["error"])
+            return
+        a, b = paths
+        if result["identical"]:
+            await self.stream(f"`{a}` and `{b}` are identical ({result['lines'][0]} lines).")
+            return
+        await self.stream(
+            f"`{a}` has {result['lines'][0]} lines and `{b}` has {result['lines'][1]}; "
+            f"they share {result['shared']} lines. {result['only_first']} lines are only in "
+            f"`{a}` and {result['only_second']} only in `{b}`."
+            + (
+                f"\n\nThe first difference:\n\n```diff\n{result['diff']}\n```"
+                if result["diff"]
+                else ""
+            )
+        )
+
+    def _compare(self, first: str, second: str) -> dict:
+        texts = []
+        for path in (first, second):
+            target = resolve_inside(self.ctx.files_root, path)
+            text = read_text(target)
+            if text is None:
+                return {"error": f"`{path}` is not a text file I can read."}
+            texts.append(text.splitlines())
+        one, two = texts
+        matcher = difflib.SequenceMatcher(a=one, b=two, autojunk=False)
+        shared = sum(block.size for block in matcher.get_matching_blocks())
+        diff = list(difflib.unified_diff(one, two, first, second, lineterm="", n=1))
+        return {
+            "identical": one == two,
+            "lines": [len(one), len(two)],
+            "shared": shared,
+            "only_first": len(one) - shared,
+            "only_second": len(two) - shared,
+            "diff": "\n".join(diff[:12]),
+        }
+
+    async def do_rename(self, argument: str) -> None:
+        path = await self.resolve_file(argument, "rename")
+        if path is None:
+            return
+        answer = await self.ctx.text(
+            f"What should `{path}` be called? (a new name in the same folder)"
+        )
+        if not answer.answered:
+            await self.not_answered(answer)
+            return
+        new_name = answer.value.strip()
+        source = resolve_inside(self.ctx.files_root, path)
+        problem = _bad_name(new_name)
+        target = None if problem else source.parent / new_name
+        if target is not None and target.exists():
+            problem = f"`{relative_path(self.ctx.files_root, target)}` already exists"
+        if problem:
+            await self.stream(f"I can't use that name: {problem}.")
+            return
+        new_path = relative_path(self.ctx.files_root, target)
+        await self.acknowledge_steering()
+        confirmed = await self.ctx.confirm(f"Rename `{path}` to `{new_path}`?")
+        if not (confirmed.answered and confirmed.value is True):
+            if confirmed.answered or confirmed.status == "declined":
+                await self.stream("Okay, I left it as it is.")
+            else:
+                await self.stream(NOT_ANSWERED[confirmed.status] + " The file keeps its name.")
+            return
+        async with self.ctx.tool("rename", {"from": path, "to": new_path}) as call:
+            await asyncio.to_thread(os.rename, source, target)
+            call.result = {"renamed": True}
+        await self.stream(f"Renamed `{path}` to `{new_path}`.")
+
+    async def do_tidy(self, argument: str) -> None:
+        answer = await self.ctx.choose(
+            "Which chores should I do?", TIDY_CHORES, multiple=True, min_choices=1
+        )
+        if not answer.answered:
+            await self.stream(NOT_ANSWERED[answer.status] + " Nothing was tidied.")
+            return
+        report = []
+        for chore in answer.value:
+            async with self.ctx.tool("tidy", {"chore": chore}) as call:
+                call.result = await asyncio.to_thread(getattr(self, "_" + chore.replace("-", "_")))
+            report.append(call.result["summary"])
+            await self.acknowledge_steering()
+        await self.stream("Done:\n\n" + "\n".join(f"- {line}" for line in report))
+
+    def _empty_folders(self) -> dict:
+        root = self.ctx.files_root.resolve()
+        removed = []
+        for folder, _dirs, _files in os.walk(root, topdown=False):
+            path = Path(folder)
+            if path != root and not any(path.iterdir()):
+                path.rmdir()
+                removed.append(relative_path(root, path))
+        return {"removed": removed, "summary": f"removed {len(removed)} empty folder(s)"}
+
+    def _rewrite_text_files(self, change) -> list[str]:
+        changed = []
+        for path in walk_files(self.ctx.files_root):
+            if path.suffix.lower() not in TEXT_SUFFIXES:
+                continue
+            text = read_text(path)
+            if text is None:
+                continue
+            new = change(text)
+            if new != text:
+                path.write_text(new, encoding="utf-8")
+                changed.append(relative_path(self.ctx.files_root, path))
+        return changed
+
+    def _trailing_whitespace(self) -> dict:
+        changed = self._rewrite_text_files(
+            lambda text: "".join(
+                line.rstrip(" \t") + ("\n" if line.endswith("\n") else "")
+                for line in text.splitlines(keepends=True)
+            )
+        )
+        return {
+            "changed": changed,
+            "summary": f"trimmed trailing whitespace in {len(changed)} file(s)",
+        }
+
+    def _final_newline(self) -> dict:
+        changed = self._rewrite_text_files(
+            lambda text: text if not text or text.endswith("\n") else text + "\n"
+        )
+        return {"changed": changed, "summary": f"added a final newline to {len(changed)} file(s)"}
+
+    def _large_files(self) -> dict:
+        large = sorted(
+            (
+                (path.stat().st_size, relative_path(self.ctx.files_root, path))
+                for path in walk_files(self.ctx.files_root)
+                if path.stat().st_size > 1024 * 1024
+            ),
+            reverse=True,
+        )
+        files = [{"path": path, "size": size} for size, path in large]
+        names = ", ".join(f"`{f['path']}`" for f in files) or "none"
+        return {"files": files, "summary": f"files over 1 MB: {names}"}
+
+    async def do_note(self, argument: str) -> None:
+        answer = await self.ctx.form("Tell me about the note.", NOTE_FORM)
+        if not answer.answered:
+            await self.stream(NOT_ANSWERED[answer.status] + " No note was written.")
+            return
+        fields = answer.value
+        async with self.ctx.tool("note", fields) as call:
+            call.result = {"path": await asyncio.to_thread(self._write_note, fields, argument)}
+        await self.stream(f"Wrote `{call.result['path']}`.")
+
+    def _write_note(self, fields: dict, body: str) -> str:
+        folder = self.ctx.files_root / "notes"
+        folder.mkdir(parents=True, exist_ok=True)
+        stem = slugify(fields["title"]) or "note"
+        target, number = folder / f"{stem}.md", 1
+        while target.exists():
+            number += 1
+            target = folder / f"{stem}-{number}.md"
+        tags = [t.strip() for t in fields.get("tags", "").split(",") if t.strip()]
+        lines = [f"# {fields['title']}", ""]
+        if tags:
+            lines.append("Tags: " + ", ".join(tags))
+        if fields.get("pinned"):
+            lines.append("Pinned: yes")
+        if body.strip():
+            lines += ["", body.strip()]
+        target.write_text("\n".join(lines) + "\n", encoding="utf-8")
+        return relative_path(self.ctx.files_root, target)
+
+
+def _bad_name(name: str) -> str | None:
+    if not name or name in (".", ".."):
+        return "it is empty"
+    if "/" in name or "\\" in name or "\x00" in name:
+        return "a name may not contain slashes"
+    if len(name) > 255:
+        return "it is longer than 255 characters"
+    if name.startswith("."):
+        return "hidden names (starting with a dot) are not allowed"
+    return None
 
 
 def _explain(exc: Exception, path: str) -> str:

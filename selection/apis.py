@@ -1,0 +1,166 @@
+"""The REST API for questions agents ask: list, read, answer, and browse a path's folder."""
+
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework import serializers
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from conversations.access import conversation_access
+from conversations.apis import ErrorSerializer
+from conversations.exceptions import ApplicationError, not_found
+from conversations.files import UnsafePath, list_folder, relative_path, resolve_inside
+
+from . import selectors, services
+from .access import selection_access
+from .models import Selection
+
+ERRORS = {status: ErrorSerializer for status in (400, 403, 404, 409, 410)}
+
+
+class SelectionSerializer(serializers.Serializer):
+    """A question (see the contract): the same shape as in ``selection.requested``."""
+
+    id = serializers.CharField()
+    conversation = serializers.CharField()
+    turn = serializers.CharField()
+    ordinal = serializers.IntegerField()
+    kind = serializers.ChoiceField(choices=Selection.Kind.choices)
+    prompt = serializers.CharField()
+    options = serializers.ListField(child=serializers.DictField())
+    multiple = serializers.BooleanField()
+    allow_freeform = serializers.BooleanField()
+    min_choices = serializers.IntegerField(allow_null=True)
+    max_choices = serializers.IntegerField(allow_null=True)
+    mode = serializers.CharField(allow_null=True)
+    root = serializers.CharField(allow_null=True)
+    schema = serializers.JSONField(allow_null=True)
+    addressee = serializers.DictField(allow_null=True)
+    status = serializers.ChoiceField(choices=Selection.Status.choices)
+    answer = serializers.JSONField(allow_null=True)
+    answered_by = serializers.DictField(allow_null=True)
+    answered_at = serializers.CharField(allow_null=True)
+    created_at = serializers.CharField()
+    expires_at = serializers.CharField()
+
+    def to_representation(self, instance):
+        return instance.to_payload()
+
+
+class SelectionListApi(APIView):
+    @extend_schema(
+        parameters=[
+            OpenApiParameter(
+                "status", str, enum=Selection.Status.values, description="e.g. pending"
+            ),
+            OpenApiParameter("conversation", str, description="Only this conversation's questions"),
+        ],
+        responses={200: SelectionSerializer(many=True), **ERRORS},
+        summary="Questions you may answer (rehydrates a reconnecting client)",
+    )
+    def get(self, request):
+        status = request.query_params.get("status")
+        if status is not None and status not in Selection.Status.values:
+            raise ApplicationError(
+                "invalid", f"status: must be one of {', '.join(Selection.Status.values)}."
+            )
+        conversation_id = request.query_params.get("conversation")
+        if conversation_id is not None:
+            conversation_access(
+                user=request.user,
+                conversation_id=conversation_id,
+                act=True,
+                doing="answer questions",
+            )
+        selections = selectors.selections_answerable_by(
+            user=request.user, status=status, conversation_id=conversation_id
+        )
+        return Response(SelectionSerializer(selections, many=True).data)
+
+
+class SelectionDetailApi(APIView):
+    @extend_schema(responses={200: SelectionSerializer, **ERRORS})
+    def get(self, request, selection_id):
+        selection = selection_access(user=request.user, selection_id=selection_id)
+        return Response(SelectionSerializer(selection).data)
+
+
+class SelectionReplyApi(APIView):
+    class InputSerializer(serializers.Serializer):
+        answer = serializers.JSONField(
+            required=False,
+            allow_null=True,
+            help_text="path: a path relative to the root; choice: a value, or a list of values "
+            "when multiple; text: a string; confirm: true or false; form: the fields",
+        )
+        action = serializers.ChoiceField(choices=["dismiss", "decline"], required=False)
+
+        def validate(self, attrs):
+            if ("answer" in attrs) == ("action" in attrs):
+                raise serializers.ValidationError("Send either an answer or an action.")
+            return attrs
+
+    @extend_schema(
+        request=InputSerializer,
+        responses={200: SelectionSerializer, **ERRORS},
+        summary="Answer, dismiss or decline a question (the first answer wins)",
+    )
+    def post(self, request, selection_id):
+        payload = self.InputSerializer(data=request.data)
+        payload.is_valid(raise_exception=True)
+        selection = selection_access(user=request.user, selection_id=selection_id, answering=True)
+        selection = services.selection_reply(
+            selection=selection,
+            user=request.user,
+            answer=payload.validated_data.get("answer"),
+            action=payload.validated_data.get("action"),
+        )
+        return Response(SelectionSerializer(selection).data)
+
+
+class SelectionBrowseApi(APIView):
+    class OutputSerializer(serializers.Serializer):
+        selection = serializers.CharField()
+        mode = serializers.CharField()
+        path = serializers.CharField(help_text="The folder listed, relative to the root")
+        parent = serializers.CharField(allow_null=True)
+        entries = serializers.ListField(child=serializers.DictField())
+
+    @extend_schema(
+        parameters=[OpenApiParameter("path", str, description="A folder inside the root")],
+        responses={200: OutputSerializer, **ERRORS},
+        summary="List a folder inside a pending path question's root",
+    )
+    def get(self, request, selection_id):
+        selection = selection_access(user=request.user, selection_id=selection_id, answering=True)
+        if selection.kind != Selection.Kind.PATH:
+            raise ApplicationError("not_a_path_question", "Only path questions can be browsed.")
+        services.selection_require_open(selection=selection)
+        root = resolve_inside(selection.conversation.workspace.files_root, selection.root)
+        path = request.query_params.get("path", "")
+        try:
+            entries = list_folder(root, path)
+        except UnsafePath as exc:
+            raise ApplicationError("invalid_path", str(exc)) from None
+        except FileNotFoundError:
+            raise not_found(f"Folder '{path}'") from None
+        except NotADirectoryError:
+            raise ApplicationError("invalid_path", f"'{path}' is a file, not a folder.") from None
+        here = relative_path(root, resolve_inside(root, path))
+        folders_only = selection.mode == Selection.Mode.FOLDER
+        listed = [
+            {
+                **entry.as_dict(),
+                "selectable": selection.mode == Selection.Mode.ANY
+                or entry.kind == ("folder" if folders_only else "file"),
+            }
+            for entry in entries
+            if not (folders_only and entry.kind == "file")
+        ]
+        body = {
+            "selection": selection.pk,
+            "mode": selection.mode,
+            "path": here,
+            "parent": None if here == "" else here.rpartition("/")[0],
+            "entries": listed,
+        }
+        return Response(self.OutputSerializer(body).data)

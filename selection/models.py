@@ -1,0 +1,116 @@
+"""Selections: the questions an agent asks a person in the middle of a turn, and their answers."""
+
+from django.conf import settings
+from django.db import models
+
+from conversations.events import format_ts, person
+from conversations.ids import new_selection_id
+from conversations.models import Conversation, Turn
+
+
+class Selection(models.Model):
+    class Kind(models.TextChoices):
+        PATH = "path", "Pick a file or folder"
+        CHOICE = "choice", "Choose among options"
+        TEXT = "text", "Type an answer"
+        CONFIRM = "confirm", "Confirm"
+        FORM = "form", "Fill a form"
+
+    class Status(models.TextChoices):
+        PENDING = "pending", "Pending"
+        ANSWERED = "answered", "Answered"
+        DISMISSED = "dismissed", "Dismissed"
+        DECLINED = "declined", "Declined"
+        EXPIRED = "expired", "Expired"
+        CANCELLED = "cancelled", "Cancelled"
+
+    class Mode(models.TextChoices):
+        FILE = "file", "File"
+        FOLDER = "folder", "Folder"
+        ANY = "any", "File or folder"
+
+    id = models.CharField(primary_key=True, max_length=24, default=new_selection_id)
+    conversation = models.ForeignKey(
+        Conversation, on_delete=models.CASCADE, related_name="selections"
+    )
+    turn = models.ForeignKey(Turn, on_delete=models.CASCADE, related_name="selections")
+    # The n-th question of its turn: what a resumed turn matches stored answers by.
+    ordinal = models.PositiveIntegerField()
+    kind = models.CharField(max_length=10, choices=Kind.choices)
+    prompt = models.TextField()
+    # choice: [{"label", "value", "description"?}]
+    options = models.JSONField(default=list, blank=True)
+    multiple = models.BooleanField(default=False)
+    allow_freeform = models.BooleanField(default=False)
+    min_choices = models.PositiveIntegerField(null=True, blank=True)
+    max_choices = models.PositiveIntegerField(null=True, blank=True)
+    # path: what may be picked, and the folder (relative to the workspace's files) to pick in.
+    mode = models.CharField(max_length=10, choices=Mode.choices, blank=True)
+    root = models.CharField(max_length=1024, blank=True)
+    # form: a flat JSON schema (the subset MCP elicitation allows).
+    schema = models.JSONField(null=True, blank=True)
+    addressee = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    status = models.CharField(max_length=10, choices=Status.choices, default=Status.PENDING)
+    answer = models.JSONField(null=True, blank=True)
+    answered_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    answered_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    expires_at = models.DateTimeField()
+    # The seq of its selection.resolved event, once that is written (exactly one per question).
+    resolved_seq = models.PositiveBigIntegerField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        constraints = [
+            models.UniqueConstraint(fields=["turn", "ordinal"], name="unique_question_per_turn"),
+        ]
+        indexes = [
+            models.Index(fields=["conversation", "status"], name="selection_by_conversation"),
+            models.Index(fields=["status", "expires_at"], name="selection_by_status"),
+        ]
+
+    def __str__(self):
+        return f"{self.id} ({self.kind}, {self.status})"
+
+    @property
+    def is_pending(self) -> bool:
+        return self.status == self.Status.PENDING
+
+    def to_payload(self) -> dict:
+        """The one shape of a selection: in selection.requested, the API and the admin."""
+        return {
+            "id": self.id,
+            "conversation": self.conversation_id,
+            "turn": self.turn_id,
+            "ordinal": self.ordinal,
+            "kind": self.kind,
+            "prompt": self.prompt,
+            "options": self.options,
+            "multiple": self.multiple,
+            "allow_freeform": self.allow_freeform,
+            "min_choices": self.min_choices,
+            "max_choices": self.max_choices,
+            "mode": self.mode or None,
+            "root": self.root if self.kind == self.Kind.PATH else None,
+            "schema": self.schema,
+            "addressee": person(self.addressee),
+            "status": self.status,
+            "answer": self.answer,
+            "answered_by": person(self.answered_by),
+            "answered_at": format_ts(self.answered_at) if self.answered_at else None,
+            "created_at": format_ts(self.created_at),
+            "expires_at": format_ts(self.expires_at),
+        }
+
+    def resolution_payload(self) -> dict:
+        """The data of its selection.resolved event."""
+        return {
+            "selection": self.id,
+            "status": self.status,
+            "answer": self.answer,
+            "answered_by": person(self.answered_by),
+        }
