@@ -278,11 +278,18 @@ def turn_finish(*, turn_id: str, status: str, error: str = "") -> list[Frame]:
         )
         if turn is None or not turn.is_active:
             return []
+        from selection.services import selections_close_for_turn
+
         turn.status = status
         turn.error = error
         turn.ended_at = now
         turn.save(update_fields=["status", "error", "ended_at"])
-        events: list[EventSpec] = []
+        # Every question the turn asked gets its selection.resolved before the turn ends.
+        owed = selections_close_for_turn(turn=turn)
+        events: list[EventSpec] = [
+            (TurnEvent.Type.SELECTION_RESOLVED, selection.resolution_payload())
+            for selection in owed
+        ]
         if status == Turn.Status.FAILED:
             data = {"error": error}
         elif status == Turn.Status.CANCELLED:
@@ -290,7 +297,11 @@ def turn_finish(*, turn_id: str, status: str, error: str = "") -> list[Frame]:
         else:
             data = {}
         events.append((terminal[status], data))
-        return append_events(conversation_id=turn.conversation_id, turn_id=turn.pk, events=events)
+        frames = append_events(conversation_id=turn.conversation_id, turn_id=turn.pk, events=events)
+        for selection, frame in zip(owed, frames, strict=False):
+            selection.resolved_seq = frame.seq
+            selection.save(update_fields=["resolved_seq"])
+        return frames
 
 
 def turns_upkeep(*, process: str, local_turn_ids: list[str], reap_foreign: bool) -> list[str]:

@@ -13,7 +13,8 @@ SCRATCH = Path(os.environ.setdefault("PARLEY_TEST_DIR", tempfile.mkdtemp(prefix=
 os.environ.setdefault("PARLEY_FILES_ROOT", str(SCRATCH / "files"))
 os.environ.setdefault(
     "PARLEY_AGENTS",
-    '{"flood": "conversations.agents.flood.FloodAgent", "broken": "tests.agents.BrokenAgent"}',
+    '{"flood": "conversations.agents.flood.FloodAgent", "broken": "tests.agents.BrokenAgent",'
+    ' "scripted": "tests.agents.ScriptedAgent"}',
 )
 os.environ.setdefault("PARLEY_BUILTIN_PACE_MS", "1")
 

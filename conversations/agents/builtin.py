@@ -195,8 +195,11 @@ class BuiltinAgent(Agent):
                 await asyncio.sleep(pace)
 
     async def acknowledge_steering(self) -> None:
+        """Say, as a message of its own, each input people added since the last step."""
         for text in self.ctx.steering():
-            await self.stream(f"\n\n(Noted while I worked: “{text}”.)")
+            await self.ctx.end_message()
+            await self.stream(f"(Noted while I worked: “{text}”.)")
+            await self.ctx.end_message()
 
     async def not_answered(self, answer) -> None:
         await self.stream(NOT_ANSWERED[answer.status])
@@ -443,10 +446,7 @@ class BuiltinAgent(Agent):
 
     def _trailing_whitespace(self) -> dict:
         changed = self._rewrite_text_files(
-            lambda text: "".join(
-                line.rstrip(" \t") + ("\n" if line.endswith("\n") else "")
-                for line in text.splitlines(keepends=True)
-            )
+            lambda text: "".join(_trim_line(line) for line in text.splitlines(keepends=True))
         )
         return {
             "changed": changed,
@@ -500,6 +500,12 @@ class BuiltinAgent(Agent):
             lines += ["", body.strip()]
         target.write_text("\n".join(lines) + "\n", encoding="utf-8")
         return relative_path(self.ctx.files_root, target)
+
+
+def _trim_line(line: str) -> str:
+    """The line without spaces or tabs before its line ending (which it keeps)."""
+    body = line.rstrip("\r\n")
+    return body.rstrip(" \t") + line[len(body) :]
 
 
 def _bad_name(name: str) -> str | None:

@@ -88,3 +88,177 @@ async def test_summarize_gives_lines_words_headings_and_first_lines(people, conv
     ]
     assert summary["first_lines"][0] == "# Weekly sync, 2 November"
     assert "**notes/meeting-2026-11-02.md**: 15 lines, 41 words." in reply
+
+
+async def converse(conversation, person, text, answers):
+    """Run a turn, answering each question it asks with the next of ``answers`` (a dict of
+    ``answer`` or ``action``), over the socket. Returns events, reply text and questions."""
+    comm = communicator(conversation.pk, person)
+    await comm.connect()
+    ready = await comm.receive_json_from()
+    await comm.send_json_to({"type": "turn.start", "ref": "t", "input": text})
+    events, questions, answers = [], [], list(answers)
+    while True:
+        frame = await comm.receive_json_from(timeout=10)
+        if frame.get("type") == "ws.error":
+            raise AssertionError(frame)
+        if "seq" not in frame or frame["seq"] <= ready["latest_seq"]:
+            continue
+        events.append(frame)
+        if frame["type"] == "selection.requested":
+            questions.append(frame["data"])
+            await comm.send_json_to(
+                {"type": "selection.reply", "selection_id": frame["data"]["id"], **answers.pop(0)}
+            )
+        if frame["type"] in ("turn.completed", "turn.failed", "turn.cancelled"):
+            break
+    await comm.disconnect()
+    reply = "".join(e["data"]["text"] for e in events if e["type"] == "message.completed")
+    return events, reply, questions
+
+
+async def test_summarize_with_no_path_asks_with_a_file_picker(people, conversation):
+    events, reply, questions = await converse(
+        conversation, people.bob, "summarize", [{"answer": "notes/ideas.md"}]
+    )
+    assert [(q["kind"], q["mode"], q["root"]) for q in questions] == [("path", "file", "")]
+    assert "**notes/ideas.md**: 5 lines" in reply
+    assert events[-1]["type"] == "turn.completed"
+
+
+async def test_an_ambiguous_path_asks_among_the_matching_files(people, conversation):
+    _, reply, questions = await converse(
+        conversation, people.bob, "summarize meeting notes?", [{"answer": "q3-summary.md"}]
+    )
+    assert reply.startswith("There is no `meeting notes?`")
+    _, reply, questions = await converse(
+        conversation, people.bob, "summarize reports/q", [{"answer": "q3-summary.md"}]
+    )
+    assert questions[0]["root"] == "reports"
+    assert (
+        questions[0]["prompt"] == "Several files match “reports/q”: which one should I summarize?"
+    )
+    assert "**reports/q3-summary.md**" in reply
+
+
+async def test_a_request_it_does_not_understand_asks_which_ability_was_meant(people, conversation):
+    _, reply, questions = await converse(
+        conversation, people.bob, "make me a sandwich", [{"answer": "list"}]
+    )
+    assert questions[0]["kind"] == "choice" and not questions[0]["multiple"]
+    assert [o["value"] for o in questions[0]["options"]][:4] == [
+        "help",
+        "list",
+        "find",
+        "summarize",
+    ]
+    assert all(o["description"] for o in questions[0]["options"])
+    assert reply.startswith("I'm not sure what you mean by “make me a sandwich”.")
+    assert "`.` holds 5 entries" in reply
+
+
+async def test_find_without_text_asks_for_it(people, conversation):
+    _, reply, questions = await converse(conversation, people.bob, "find", [{"answer": "Carol"}])
+    assert questions[0]["kind"] == "text"
+    assert "“Carol” is in 1 file(s)" in reply
+    assert "`notes/meeting-2026-11-02.md` line 10: - Carol owns the onboarding guide." in reply
+
+
+async def test_compare_asks_for_two_files(people, conversation):
+    _, reply, questions = await converse(
+        conversation,
+        people.bob,
+        "compare",
+        [{"answer": "reports/q3-summary.md"}, {"answer": "reports/q4-plan.md"}],
+    )
+    assert [q["kind"] for q in questions] == ["path", "path"]
+    assert "`reports/q3-summary.md` has 8 lines and `reports/q4-plan.md` has 10" in reply
+    assert "```diff" in reply
+
+
+async def test_rename_asks_for_a_name_then_confirms_then_renames(people, conversation, files_root):
+    _, reply, questions = await converse(
+        conversation,
+        people.bob,
+        "rename notes/ideas.md",
+        [{"answer": "ideas-2026.md"}, {"answer": True}],
+    )
+    assert [q["kind"] for q in questions] == ["text", "confirm"]
+    assert questions[1]["prompt"] == "Rename `notes/ideas.md` to `notes/ideas-2026.md`?"
+    assert reply.endswith("Renamed `notes/ideas.md` to `notes/ideas-2026.md`.")
+    assert (files_root / "notes/ideas-2026.md").is_file()
+    assert not (files_root / "notes/ideas.md").exists()
+
+
+@pytest.mark.parametrize(
+    "answers, says",
+    [
+        ([{"answer": "kept.md"}, {"answer": False}], "Okay, I left it as it is."),
+        ([{"answer": "kept.md"}, {"action": "decline"}], "Okay, I left it as it is."),
+        ([{"answer": "kept.md"}, {"action": "dismiss"}], "You closed the question"),
+        ([{"answer": "../escape.md"}], "I can't use that name: a name may not contain slashes."),
+        ([{"answer": "ideas.md"}], "`notes/ideas.md` already exists"),
+        ([{"action": "dismiss"}], "You closed the question, so I'll leave it there."),
+    ],
+)
+async def test_rename_changes_nothing_unless_confirmed(
+    people, conversation, files_root, answers, says
+):
+    _, reply, _ = await converse(conversation, people.bob, "rename notes/ideas.md", answers)
+    assert says in reply
+    assert (files_root / "notes/ideas.md").is_file() and not (files_root / "notes/kept.md").exists()
+
+
+async def test_tidy_does_only_the_chores_chosen(people, conversation, files_root):
+    (files_root / "empty").mkdir()
+    (files_root / "notes" / "messy.md").write_text("# Messy   \nline\t\nlast")
+    _, reply, questions = await converse(
+        conversation,
+        people.bob,
+        "tidy",
+        [{"answer": ["trailing-whitespace", "empty-folders"]}],
+    )
+    assert questions[0]["multiple"] and questions[0]["min_choices"] == 1
+    assert [o["value"] for o in questions[0]["options"]] == [
+        "empty-folders",
+        "trailing-whitespace",
+        "final-newline",
+        "large-files",
+    ]
+    assert not (files_root / "empty").exists()
+    assert (files_root / "notes" / "messy.md").read_text() == "# Messy\nline\nlast"
+    assert "trimmed trailing whitespace in 1 file(s)" in reply
+    assert "removed 1 empty folder(s)" in reply
+
+
+async def test_note_asks_with_a_form_and_writes_the_note(people, conversation, files_root):
+    fields = {"title": "Launch plan", "tags": "q4, launch", "pinned": True}
+    _, reply, questions = await converse(
+        conversation, people.bob, "note Ship it on Monday", [{"answer": fields}]
+    )
+    schema = questions[0]["schema"]
+    assert questions[0]["kind"] == "form" and schema["required"] == ["title"]
+    assert set(schema["properties"]) == {"title", "tags", "pinned"}
+    assert reply == "Wrote `notes/launch-plan.md`."
+    assert (files_root / "notes/launch-plan.md").read_text() == (
+        "# Launch plan\n\nTags: q4, launch\nPinned: yes\n\nShip it on Monday\n"
+    )
+
+
+async def test_steering_while_parked_is_acknowledged_after_the_answer(people, conversation):
+    comm = communicator(conversation.pk, people.bob)
+    await comm.connect()
+    await comm.receive_json_from()
+    await comm.send_json_to({"type": "turn.start", "ref": "t", "input": "summarize"})
+    while (frame := await comm.receive_json_from(timeout=10)).get("type") != "selection.requested":
+        pass
+    turn, sid = frame["turn"], frame["data"]["id"]
+    await comm.send_json_to(
+        {"type": "turn.steer", "ref": "s", "expected_turn_id": turn, "input": "keep it short"}
+    )
+    await comm.send_json_to({"type": "selection.reply", "selection_id": sid, "answer": "README.md"})
+    events = await events_until_terminal(comm)
+    await comm.disconnect()
+    messages = [e["data"]["text"] for e in events if e["type"] == "message.completed"]
+    assert messages[0] == "(Noted while I worked: “keep it short”.)"
+    assert messages[1].startswith("**README.md**: 11 lines")
