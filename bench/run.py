@@ -239,6 +239,85 @@ def commit_delays(commits: list, cid: str, arrivals: list[dict]) -> list[float]:
     return delays
 
 
+# Questions --------------------------------------------------------------------------------
+
+
+async def reply_latency(parley: Parley, samples: int) -> dict:
+    """Milliseconds from sending a REST answer to the resumed turn's next event arriving on a
+    watching socket, beside a bare POST round trip to the same server."""
+    cid = await parley.conversation(agent="builtin")
+    resumed, bare = [], []
+    async with parley.watch(cid) as ws:
+        await ws.recv()
+        for _ in range(samples):
+            await parley.start(cid, "summarize")
+            while '"type":"selection.requested"' not in (frame := await ws.recv())[:60]:
+                pass
+            selection_id = json.loads(frame)["data"]["id"]
+            started = time.perf_counter()
+            response = await parley.http.post(
+                f"/api/selections/{selection_id}/reply/", json={"answer": "README.md"}
+            )
+            while '"type":"selection.resolved"' not in (await ws.recv())[:60]:
+                pass
+            resumed.append((time.perf_counter() - started) * 1000)
+            response.raise_for_status()
+            await until_terminal(ws)
+            # The bare round trip: the same kind of request, refused after one lookup.
+            started = time.perf_counter()
+            await parley.http.post("/api/selections/s_missing/reply/", json={"answer": "x"})
+            bare.append((time.perf_counter() - started) * 1000)
+    return {
+        "reply_to_event_ms": {"p50": percentile(resumed, 0.5), "p99": percentile(resumed, 0.99)},
+        "bare_post_ms": {"p50": percentile(bare, 0.5), "p99": percentile(bare, 0.99)},
+        "ratio_p50": percentile(resumed, 0.5) / percentile(bare, 0.5),
+        "samples": samples,
+    }
+
+
+async def parked_turns(parley: Parley, count: int) -> dict:
+    """Park ``count`` turns on questions in one process; measure memory and answering them."""
+    semaphore = asyncio.Semaphore(20)
+
+    async def limited(coroutine):
+        async with semaphore:
+            return await coroutine
+
+    cids = await asyncio.gather(
+        *(limited(parley.conversation(agent="builtin")) for _ in range(count))
+    )
+    await asyncio.sleep(1)
+    before = parley.server.rss
+    started = time.perf_counter()
+    await asyncio.gather(*(limited(parley.start(cid, "summarize")) for cid in cids))
+    while True:
+        pending = (await parley.http.get("/api/selections/?status=pending")).json()
+        if len(pending) >= count:
+            break
+        await asyncio.sleep(0.2)
+    parked_in = time.perf_counter() - started
+    await asyncio.sleep(1)
+    after = parley.server.rss
+    started = time.perf_counter()
+    replies = [
+        limited(parley.http.post(f"/api/selections/{s['id']}/reply/", json={"answer": "README.md"}))
+        for s in pending
+    ]
+    assert all(r.status_code == 200 for r in await asyncio.gather(*replies))
+    while True:
+        if not (await parley.http.get("/api/in-flight/")).json():
+            break
+        await asyncio.sleep(0.05)
+    return {
+        "turns": count,
+        "rss_before_mb": before / 2**20,
+        "rss_parked_mb": after / 2**20,
+        "kb_per_parked_turn": (after - before) / count / 1024,
+        "seconds_to_park_all": parked_in,
+        "seconds_to_answer_and_finish_all": time.perf_counter() - started,
+    }
+
+
 # Setting up -------------------------------------------------------------------------------
 
 
@@ -249,6 +328,7 @@ def prepare_parley(scratch: Path) -> tuple[dict, str]:
         "DJANGO_SETTINGS_MODULE": "config.settings",
         "PARLEY_AGENTS": json.dumps({"flood": "conversations.agents.flood.FloodAgent"}),
         "PARLEY_LOG_LEVEL": "WARNING",
+        "PARLEY_BUILTIN_PACE_MS": "0",
     }
     python = sys.executable
     subprocess.run(
@@ -330,6 +410,9 @@ async def main(quick: bool) -> dict:
         for sockets in (1, 20):
             cid, arrivals = await paced_arrivals(parley, sockets, 1000 if quick else 3000, 2)
             paced.append((sockets, cid, arrivals))
+        print("Questions: reply -> resumed turn, and 1,000 parked turns …", flush=True)
+        results["questions"] = await reply_latency(parley, 50 if quick else 200)
+        results["parked"] = await parked_turns(parley, 1000)
     finally:
         await parley.http.aclose()
         server.stop()
@@ -397,6 +480,19 @@ def report(results: dict) -> str:
             f"Commit -> socket delay, {sockets} watching: p50 {delay['p50']:.2f} ms, "
             f"p99 {delay['p99']:.2f} ms ({delay['samples']:,} samples)"
         )
+    q, k = results["questions"], results["parked"]
+    lines += [
+        "",
+        f"REST answer -> resumed turn's next event on a socket: p50 "
+        f"{q['reply_to_event_ms']['p50']:.2f} ms, p99 {q['reply_to_event_ms']['p99']:.2f} ms; "
+        f"bare POST round trip p50 {q['bare_post_ms']['p50']:.2f} ms, p99 "
+        f"{q['bare_post_ms']['p99']:.2f} ms; ratio at p50 {q['ratio_p50']:.2f} "
+        f"({q['samples']} samples)",
+        f"{k['turns']:,} parked turns: {k['rss_before_mb']:.1f} MB -> {k['rss_parked_mb']:.1f} MB "
+        f"resident, {k['kb_per_parked_turn']:.1f} KB per parked turn; parked in "
+        f"{k['seconds_to_park_all']:.1f} s; all answered and finished in "
+        f"{k['seconds_to_answer_and_finish_all']:.2f} s",
+    ]
     return "\n".join(lines)
 
 
