@@ -57,10 +57,16 @@ class ConversationOutputSerializer(serializers.Serializer):
     active_turn_status = serializers.CharField(allow_null=True)
 
 
-def in_flight_payload(conversation) -> dict:
-    """What a reconnecting client needs to know about a conversation's progress."""
+def in_flight_payloads(conversations) -> list[dict]:
+    """What a reconnecting client needs to know about each conversation's progress."""
     from selection.selectors import pending_selection_payloads
 
+    conversations = list(conversations)
+    pending = pending_selection_payloads(conversation_ids=[c.pk for c in conversations])
+    return [in_flight_payload(c, pending[c.pk]) for c in conversations]
+
+
+def in_flight_payload(conversation, pending_selections: list[dict]) -> dict:
     return {
         "conversation": conversation.pk,
         "in_flight": conversation.active_turn_id is not None,
@@ -69,7 +75,7 @@ def in_flight_payload(conversation) -> dict:
         # Every event is stored, so any conversation with events can be replayed or tailed.
         "has_buffer": conversation.last_seq > 0,
         "latest_seq": conversation.last_seq,
-        "pending_selections": pending_selection_payloads(conversation_id=conversation.pk),
+        "pending_selections": pending_selections,
     }
 
 
@@ -246,7 +252,8 @@ class ConversationInFlightApi(APIView):
     @extend_schema(responses={200: InFlightOutputSerializer, 404: ErrorSerializer})
     def get(self, request, conversation_id):
         conversation, _ = conversation_access(user=request.user, conversation_id=conversation_id)
-        return Response(InFlightOutputSerializer(in_flight_payload(conversation)).data)
+        (payload,) = in_flight_payloads([conversation])
+        return Response(InFlightOutputSerializer(payload).data)
 
 
 class InFlightListApi(APIView):
@@ -255,8 +262,7 @@ class InFlightListApi(APIView):
         summary="Every conversation you can see that has a turn in flight",
     )
     def get(self, request):
-        conversations = selectors.in_flight_for_user(user=request.user)
-        payloads = [in_flight_payload(c) for c in conversations]
+        payloads = in_flight_payloads(selectors.in_flight_for_user(user=request.user))
         return Response(InFlightOutputSerializer(payloads, many=True).data)
 
 

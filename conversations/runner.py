@@ -20,6 +20,7 @@ from . import selectors, services
 from .agents import load_agent
 from .dbthreads import run_db
 from .exceptions import ApplicationError
+from .ids import new_selection_id
 from .models import Turn, TurnEvent
 from .process import process_id, runtime
 
@@ -234,10 +235,11 @@ class TurnContext:
         self._writer = writer
         self._message: list[str] = []
         self._steering: deque[str] = deque()
-        self._steering_seq = 0
+        self._steering_seen: set[int] = set()
         self._calls = 0
         self._questions = 0
         self._workspace_id = turn.conversation.workspace_id
+        self._background: set[asyncio.Task] = set()
 
     def _next_call_id(self) -> str:
         self._calls += 1
@@ -274,8 +276,9 @@ class TurnContext:
         return inputs
 
     def _receive_steering(self, seq: int, text: str) -> None:
-        if seq > self._steering_seq:
-            self._steering_seq = seq
+        # Each input once, whether its wake-up or a catch-up read brought it (or both).
+        if seq not in self._steering_seen:
+            self._steering_seen.add(seq)
             self._steering.append(text)
 
     async def ask(
@@ -304,7 +307,7 @@ class TurnContext:
         Raises ValueError for a malformed question.
         """
         from selection.parking import parking
-        from selection.services import selection_announce, selection_request
+        from selection.services import selection_request
         from selection.validation import clean_question
 
         if not self.interactive:
@@ -335,27 +338,42 @@ class TurnContext:
         await self.end_message()
         await self._writer.drain()
         self._questions += 1
-        selection = await run_db(
-            selection_request,
-            turn_id=self.turn_id,
-            ordinal=self._questions,
-            fields=fields,
-            addressee=person,
-            timeout_seconds=timeout or settings.PARLEY_SELECTION_TIMEOUT_SECONDS,
-        )
-        await parking.wait(selection)
-        settled = await run_db(selection_announce, selection_id=selection.pk)
-        # Steering sent while the turn waited, in case a wake-up was lost on the way.
-        for seq, text in await run_db(
-            selectors.steering_after, turn_id=self.turn_id, after_seq=self._steering_seq
-        ):
-            self._receive_steering(seq, text)
+        selection_id = new_selection_id()
+        with parking.expecting(selection_id):
+            selection = await run_db(
+                selection_request,
+                selection_id=selection_id,
+                turn_id=self.turn_id,
+                ordinal=self._questions,
+                fields=fields,
+                addressee=person,
+                timeout_seconds=timeout or settings.PARLEY_SELECTION_TIMEOUT_SECONDS,
+            )
+            outcome = await parking.wait(selection)
+        self._catch_up_on_steering()
         return Answer(
-            status=settled.status,
-            value=settled.answer,
-            answered_by=settled.answered_by.get_username() if settled.answered_by else None,
-            selection_id=settled.pk,
+            status=outcome["status"],
+            value=outcome["answer"],
+            answered_by=outcome["answered_by"],
+            selection_id=selection.pk,
         )
+
+    def _catch_up_on_steering(self) -> None:
+        """Read steering sent while the turn waited, in case a wake-up was lost on the way;
+        beside the agent, which goes on at once (what is read reaches it at a later step)."""
+
+        async def read():
+            try:
+                rows = await run_db(selectors.steering_after, turn_id=self.turn_id, after_seq=0)
+            except Exception:
+                logger.exception("Could not read the steering of turn %s", self.turn_id)
+                return
+            for seq, text in rows:
+                self._receive_steering(seq, text)
+
+        task = asyncio.get_running_loop().create_task(read())
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
 
     async def select_path(self, prompt: str, *, mode: str = "file", root: str = "", **kw) -> Answer:
         """Ask for a file (or a ``folder``, or ``any``) inside ``root``."""
@@ -450,6 +468,8 @@ class TurnRunner:
         try:
             history = await run_db(selectors.turn_history, turn=turn)
             running.context = TurnContext(turn=turn, history=history, writer=writer)
+            # A workspace made in the admin has no folder yet; its agent and pickers need one.
+            await asyncio.to_thread(running.context.files_root.mkdir, parents=True, exist_ok=True)
             if turn.cancel_requested_at is not None or running.stop_requested:
                 result = (Turn.Status.CANCELLED, "")
             else:
@@ -500,7 +520,7 @@ class TurnRunner:
             elif kind == "selection.wake":
                 from selection.parking import parking
 
-                parking.wake(message["id"])
+                parking.wake(message["id"], message.get("outcome"))
 
 
 _sending: set[asyncio.Task] = set()

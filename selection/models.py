@@ -106,6 +106,14 @@ class Selection(models.Model):
             "expires_at": format_ts(self.expires_at),
         }
 
+    def outcome(self) -> dict:
+        """What its agent is told once it is settled: status, answer, and who answered."""
+        return {
+            "status": self.status,
+            "answer": self.answer,
+            "answered_by": self.answered_by.get_username() if self.answered_by else None,
+        }
+
     def resolution_payload(self) -> dict:
         """The data of its selection.resolved event."""
         return {

@@ -5,6 +5,7 @@ layer delays a turn by seconds at most and a thousand parked turns cost one quer
 thousand."""
 
 import asyncio
+from contextlib import contextmanager
 
 from django.conf import settings
 from django.utils import timezone
@@ -15,39 +16,64 @@ from . import selectors, services
 from .models import Selection
 
 
+class _Spot:
+    """Where one turn waits for one question: the event that wakes it, and the outcome the
+    wake-up brought (None when a wake-up says only "look in the database")."""
+
+    __slots__ = ("event", "outcome")
+
+    def __init__(self):
+        self.event = asyncio.Event()
+        self.outcome: dict | None = None
+
+
 class Parking:
     def __init__(self):
-        self._waiting: dict[str, asyncio.Event] = {}
+        self._waiting: dict[str, _Spot] = {}
         self._poller: asyncio.Task | None = None
 
     def __len__(self) -> int:
         return len(self._waiting)
 
-    def wake(self, selection_id: str) -> None:
-        if event := self._waiting.get(selection_id):
-            event.set()
+    def wake(self, selection_id: str, outcome: dict | None = None) -> None:
+        """Wake the turn waiting on this question. ``outcome`` is the settled question's
+        outcome as committed (see Selection.outcome), which spares the turn a read."""
+        if spot := self._waiting.get(selection_id):
+            spot.outcome = spot.outcome or outcome
+            spot.event.set()
 
-    async def wait(self, selection: Selection) -> None:
-        """Return once the question is no longer pending: answered, dismissed, declined,
-        cancelled, or expired (which this does itself when the time comes)."""
-        event = self._waiting[selection.pk] = asyncio.Event()
-        self._ensure_poller()
+    @contextmanager
+    def expecting(self, selection_id: str):
+        """Be ready for the question's wake-up from before it is stored: a person (or a bot)
+        may answer the moment ``selection.requested`` is published."""
+        self._waiting[selection_id] = _Spot()
         try:
-            while True:
-                remaining = (selection.expires_at - timezone.now()).total_seconds()
-                if remaining <= 0:
-                    await run_db(services.selection_expire, selection=selection)
-                    return
+            yield
+        finally:
+            self._waiting.pop(selection_id, None)
+
+    async def wait(self, selection: Selection) -> dict:
+        """The question's outcome (see Selection.outcome) once it is no longer pending:
+        answered, dismissed, declined, cancelled, or expired (which this does itself when the
+        time comes). Call it inside ``expecting(selection.pk)``."""
+        spot = self._waiting[selection.pk]
+        self._ensure_poller()
+        while True:
+            remaining = (selection.expires_at - timezone.now()).total_seconds()
+            if remaining <= 0:
+                await run_db(services.selection_expire, selection=selection)
+            else:
                 try:
                     async with asyncio.timeout(remaining):
-                        await event.wait()
+                        await spot.event.wait()
                 except TimeoutError:
                     continue
-                event.clear()
-                if await run_db(selectors.selection_is_settled, selection_id=selection.pk):
-                    return
-        finally:
-            self._waiting.pop(selection.pk, None)
+                spot.event.clear()
+            if spot.outcome is not None:
+                return spot.outcome
+            settled = await run_db(selectors.settled_selection, selection_id=selection.pk)
+            if settled is not None:
+                return settled.outcome()
 
     def _ensure_poller(self) -> None:
         loop = asyncio.get_running_loop()

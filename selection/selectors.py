@@ -7,18 +7,30 @@ from conversations.models import Membership
 from .models import Selection
 
 
-def pending_selection_payloads(*, conversation_id: str) -> list[dict]:
-    """The questions still waiting for an answer in a conversation, oldest first."""
+def pending_selection_payloads(*, conversation_ids: list[str]) -> dict[str, list[dict]]:
+    """The questions still waiting for an answer in each conversation, oldest first (one query
+    for any number of conversations)."""
     pending = (
-        Selection.objects.filter(conversation_id=conversation_id, status=Selection.Status.PENDING)
+        Selection.objects.filter(
+            conversation_id__in=conversation_ids, status=Selection.Status.PENDING
+        )
         .select_related("addressee", "answered_by")
         .order_by("created_at")
     )
-    return [selection.to_payload() for selection in pending]
+    payloads: dict[str, list[dict]] = {cid: [] for cid in conversation_ids}
+    for selection in pending:
+        payloads[selection.conversation_id].append(selection.to_payload())
+    return payloads
 
 
-def selection_is_settled(*, selection_id: str) -> bool:
-    return not Selection.objects.filter(pk=selection_id, status=Selection.Status.PENDING).exists()
+def settled_selection(*, selection_id: str) -> Selection | None:
+    """The question with who answered it, if it is no longer pending; else None."""
+    return (
+        Selection.objects.exclude(status=Selection.Status.PENDING)
+        .select_related("answered_by")
+        .filter(pk=selection_id)
+        .first()
+    )
 
 
 def settled_selection_ids(*, ids: list[str]) -> list[str]:

@@ -1,8 +1,9 @@
-"""Every write to selections: asking, answering, expiring, cancelling, and announcing outcomes.
+"""Every write to selections: asking, answering, expiring and cancelling.
 
 An answer is validated, then committed with a compare-and-set from ``pending`` (so of two
-answers exactly one wins), and only then is the turn woken through its inbox. The wake-up is
-just that: the answer lives in the database, and a parked turn re-reads it now and then.
+answers exactly one wins) together with its ``selection.resolved`` event, and only then is the
+turn woken through its inbox. The wake-up is just that: the answer lives in the database, and a
+parked turn re-reads it now and then.
 """
 
 from datetime import timedelta
@@ -23,14 +24,22 @@ ACTIONS = {"dismiss": Selection.Status.DISMISSED, "decline": Selection.Status.DE
 
 
 def selection_request(
-    *, turn_id: str, ordinal: int, fields: dict, addressee=None, timeout_seconds: float
+    *,
+    selection_id: str,
+    turn_id: str,
+    ordinal: int,
+    fields: dict,
+    addressee=None,
+    timeout_seconds: float,
 ) -> Selection:
-    """Store a question, emit ``selection.requested`` and move the turn to awaiting_input."""
+    """Store a question under ``selection_id``, emit ``selection.requested`` and move the turn
+    to awaiting_input. Raises ApplicationError ``turn_not_active`` if the turn has ended."""
     with transaction.atomic():
         turn = Turn.objects.select_for_update().get(pk=turn_id)
         if not turn.is_active:
             raise ApplicationError("turn_not_active", "The turn has ended.", status=409)
         selection = Selection.objects.create(
+            id=selection_id,
             conversation_id=turn.conversation_id,
             turn=turn,
             ordinal=ordinal,
@@ -46,12 +55,6 @@ def selection_request(
             events=[(TurnEvent.Type.SELECTION_REQUESTED, selection.to_payload())],
         )
     return selection
-
-
-def _wake(selection: Selection) -> None:
-    transaction.on_commit(
-        partial(turn_notify, selection.turn.inbox, {"type": "selection.wake", "id": selection.pk})
-    )
 
 
 def resolved_error(selection: Selection) -> ApplicationError:
@@ -99,67 +102,60 @@ def selection_reply(
         status = Selection.Status.ANSWERED
     else:
         value, status = None, ACTIONS[action]
-    with transaction.atomic():
-        now = timezone.now()
-        won = Selection.objects.filter(
-            pk=selection.pk, status=Selection.Status.PENDING, expires_at__gt=now
-        ).update(status=status, answer=value, answered_by=user, answered_at=now)
-        selection.refresh_from_db()
-        if not won:
-            if selection.is_pending:  # expired just now
-                selection_expire(selection=selection)
-                selection.refresh_from_db()
-            raise resolved_error(selection)
-        _wake(selection)
+    if not _resolve(selection, status, answer=value, user=user, before_expiry=True):
+        if selection.is_pending:  # its time ran out while the answer was being checked
+            selection_expire(selection=selection)
+            selection.refresh_from_db()
+        raise resolved_error(selection)
     return selection
 
 
-def _settle(selection: Selection, status: str, user=None) -> bool:
-    """Compare-and-set a pending question to ``status`` and wake its turn. False if it was not
-    pending any more."""
-    with transaction.atomic():
-        settled = Selection.objects.filter(pk=selection.pk, status=Selection.Status.PENDING).update(
-            status=status, answered_by=user, answered_at=timezone.now()
-        )
-        if settled:
-            _wake(selection)
-    return bool(settled)
+def _resolve(selection: Selection, status: str, *, answer=None, user=None, before_expiry=False):
+    """Settle a pending question: compare-and-set from ``pending``, its ``selection.resolved``
+    event and the turn's return to running, in one transaction; then wake the turn.
 
-
-def selection_expire(*, selection: Selection) -> bool:
-    """Expire a pending question (its agent is told, and goes on)."""
-    return _settle(selection, Selection.Status.EXPIRED)
-
-
-def selection_cancel(*, selection: Selection, user=None) -> bool:
-    """Cancel a pending question without stopping its turn (its agent is told, and goes on)."""
-    return _settle(selection, Selection.Status.CANCELLED, user)
-
-
-def selection_announce(*, selection_id: str) -> Selection:
-    """Emit ``selection.resolved`` for a settled question, once, and return the turn to running.
-
-    Called by the turn when it wakes; a question already announced is returned as it is.
+    The event is written here, not by the turn when it wakes, so everyone watching sees the
+    outcome the moment it is committed. Returns False (and changes nothing) if the question
+    was no longer pending, or (``before_expiry``) its time was up; ``selection`` then holds
+    the winner's outcome, read again.
     """
     with transaction.atomic():
-        selection = (
-            Selection.objects.select_for_update()
-            .select_related("answered_by", "turn")
-            .get(pk=selection_id)
-        )
-        if selection.is_pending or selection.resolved_seq is not None:
-            return selection
+        now = timezone.now()
+        pending = Selection.objects.filter(pk=selection.pk, status=Selection.Status.PENDING)
+        if before_expiry:
+            pending = pending.filter(expires_at__gt=now)
+        if not pending.update(status=status, answer=answer, answered_by=user, answered_at=now):
+            selection.refresh_from_db()
+            return False
+        selection.status, selection.answer = status, answer
+        selection.answered_by, selection.answered_at = user, now
         (frame,) = append_events(
             conversation_id=selection.conversation_id,
             turn_id=selection.turn_id,
             events=[(TurnEvent.Type.SELECTION_RESOLVED, selection.resolution_payload())],
         )
+        Selection.objects.filter(pk=selection.pk).update(resolved_seq=frame.seq)
         selection.resolved_seq = frame.seq
-        selection.save(update_fields=["resolved_seq"])
-        Turn.objects.filter(pk=selection.turn_id, status=Turn.Status.AWAITING_INPUT).update(
-            status=Turn.Status.RUNNING
-        )
-    return selection
+        # Back to running, unless the agent is waiting on another question too.
+        Turn.objects.filter(pk=selection.turn_id, status=Turn.Status.AWAITING_INPUT).exclude(
+            selections__status=Selection.Status.PENDING
+        ).update(status=Turn.Status.RUNNING)
+        # The inbox is named when the turn starts running, before it can ask anything. The
+        # wake-up carries the committed outcome, so the turn goes on without reading it back.
+        message = {"type": "selection.wake", "id": selection.pk, "outcome": selection.outcome()}
+        transaction.on_commit(partial(turn_notify, selection.turn.inbox, message))
+    return True
+
+
+def selection_expire(*, selection: Selection) -> bool:
+    """Expire a pending question (its agent is told, and goes on). False if it was settled."""
+    return _resolve(selection, Selection.Status.EXPIRED)
+
+
+def selection_cancel(*, selection: Selection, user=None) -> bool:
+    """Cancel a pending question without stopping its turn (its agent is told, and goes on).
+    False if it was already settled."""
+    return _resolve(selection, Selection.Status.CANCELLED, user=user)
 
 
 def selections_close_for_turn(*, turn: Turn) -> list[Selection]:

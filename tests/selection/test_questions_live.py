@@ -507,3 +507,73 @@ def test_a_reply_needs_an_answer_or_an_action(server, people, body, code):
         assert client.get(f"/api/selections/{sid}/").json()["status"] == "pending"
         reply(client, sid, action="dismiss")
         wait_for_turn_end(client, cid)
+
+
+def test_a_turn_waits_as_awaiting_input_and_runs_again_once_answered(server, people):
+    with server.client(people.bob) as client:
+        cid = create_conversation(client)
+        turn = start(client, cid, [ask(kind="confirm"), {"sleep": 1.5}, {"say": "done"}])
+        sid = wait_pending(client, cid)["id"]
+        parked = client.get(f"/api/conversations/{cid}/in-flight/").json()
+        assert (parked["turn"], parked["status"]) == (turn, "awaiting_input")
+        assert reply(client, sid, answer=True).status_code == 200
+        resumed = client.get(f"/api/conversations/{cid}/in-flight/").json()
+        assert (resumed["turn"], resumed["status"], resumed["pending_selections"]) == (
+            turn,
+            "running",
+            [],
+        )
+        wait_for_turn_end(client, cid)
+
+
+async def test_answers_sent_the_moment_a_question_appears_resume_the_turn_at_once(
+    make_server, people
+):
+    # With the periodic re-read out of reach, only the wake-up can resume the turn: an answer
+    # that beats the turn to its parking spot must still be heard.
+    server = make_server(PARLEY_SELECTION_POLL_SECONDS="600")
+    client = server.client(people.bob)
+    cid = create_conversation(client)
+    async with server.connect(cid, people.bob) as ws:
+        await receive_json(ws)
+        script = [ask(kind="text")] * 5
+        turn = await asyncio.to_thread(start, client, cid, script)
+        answered = 0
+        while True:
+            frame = await receive_json(ws, timeout=10)
+            if frame.get("type") == "selection.requested":
+                answered += 1
+                await ws.send(
+                    json.dumps(
+                        {
+                            "type": "selection.reply",
+                            "selection_id": frame["data"]["id"],
+                            "answer": f"answer {answered}",
+                        }
+                    )
+                )
+            if frame.get("type") in TERMINAL:
+                break
+    assert frame == {**frame, "type": "turn.completed", "turn": turn}
+    said = outcomes(await asyncio.to_thread(all_events, client, cid))
+    assert [o["value"] for o in said] == [f"answer {n}" for n in range(1, 6)]
+    client.close()
+
+
+def test_a_workspace_made_without_a_folder_gets_one_when_its_agent_first_runs(
+    server, people, settings
+):
+    folder = settings.PARLEY_FILES_ROOT / people.other_workspace.slug
+    assert not folder.exists()
+    with server.client(people.dave) as client:
+        response = client.post(
+            "/api/conversations/", json={"workspace": "other", "title": "Fresh", "agent": "builtin"}
+        )
+        cid = response.json()["id"]
+        start(client, cid, "summarize")
+        question = wait_pending(client, cid)
+        assert (question["kind"], question["root"]) == ("path", "")
+        assert client.get(f"/api/selections/{question['id']}/browse/").json()["entries"] == []
+        reply(client, question["id"], action="dismiss")
+        wait_for_turn_end(client, cid)
+    assert folder.is_dir()
