@@ -12,13 +12,17 @@ from collections import deque
 
 from channels.layers import get_channel_layer
 
-from .events import Frame
+from . import selectors
+from .dbthreads import run_db
+from .events import Frame, encode
 from .process import layer_is_shared, process_id, runtime
 
 logger = logging.getLogger(__name__)
 
 # Frames split into messages of at most this many, to keep each layer message small.
 LAYER_BATCH = 200
+# Comings and goings this close together are read from the database once.
+PRESENCE_SETTLE_SECONDS = 0.05
 
 
 def conversation_group_name(conversation_id: str) -> str:
@@ -34,13 +38,23 @@ class Subscription:
 
     MAX_BACKLOG = 10_000
 
-    __slots__ = ("_frames", "_wakeup", "conversation_id", "overflowed")
+    __slots__ = (
+        "_frames",
+        "_wakeup",
+        "conversation_id",
+        "on_presence",
+        "overflowed",
+        "presence_sent",
+    )
 
     def __init__(self, conversation_id: str):
         self.conversation_id = conversation_id
         self.overflowed = False
         self._frames: deque[Frame] = deque()
         self._wakeup = asyncio.Event()
+        # Who is watching: an async callable given each new ``presence`` frame, if wanted.
+        self.on_presence = None
+        self.presence_sent: str | None = None
 
     def put(self, frames: list[Frame]) -> None:
         if len(self._frames) + len(frames) > self.MAX_BACKLOG:
@@ -74,6 +88,7 @@ class Hub:
         self._outbox: asyncio.Queue | None = None
         self._forwarder: asyncio.Task | None = None
         self._membership = asyncio.Lock()
+        self._presence_due: dict[str, asyncio.Task] = {}
 
     def watcher_count(self, conversation_id: str) -> int:
         return len(self._subscriptions.get(conversation_id, ()))
@@ -118,11 +133,43 @@ class Hub:
 
     def _publish_on_loop(self, conversation_id: str, frames: list[Frame]) -> None:
         self._deliver(conversation_id, frames)
-        if layer_is_shared():
-            if self._outbox is None:
-                self._outbox = asyncio.Queue()
-                self._forwarder = asyncio.get_running_loop().create_task(self._forward())
-            self._outbox.put_nowait((conversation_id, frames))
+        self._send_to_others(conversation_id, frames)
+
+    def presence_changed(self, conversation_id: str) -> None:
+        """Someone came to or left a conversation: watchers here and in other processes that
+        asked for presence get the new list. Safe to call from any thread."""
+        runtime.call_soon(self._presence_changed, conversation_id, True)
+
+    def _presence_changed(self, conversation_id: str, forward: bool) -> None:
+        if conversation_id in self._subscriptions and conversation_id not in self._presence_due:
+            self._presence_due[conversation_id] = asyncio.get_running_loop().create_task(
+                self._refresh_presence(conversation_id)
+            )
+        if forward:
+            self._send_to_others(conversation_id, None)
+
+    async def _refresh_presence(self, conversation_id: str) -> None:
+        try:
+            await asyncio.sleep(PRESENCE_SETTLE_SECONDS)
+            del self._presence_due[conversation_id]
+            people = await run_db(selectors.people_watching, conversation_id=conversation_id)
+        except Exception:
+            logger.exception("Could not read who watches %s", conversation_id)
+            return
+        text = encode({"type": "presence", "conversation": conversation_id, "people": people})
+        for subscription in tuple(self._subscriptions.get(conversation_id, ())):
+            if subscription.on_presence is not None and subscription.presence_sent != text:
+                subscription.presence_sent = text
+                await subscription.on_presence(text)
+
+    def _send_to_others(self, conversation_id: str, frames: list[Frame] | None) -> None:
+        """Queue frames (or, with None, a change of presence) for the other processes."""
+        if not layer_is_shared():
+            return
+        if self._outbox is None:
+            self._outbox = asyncio.Queue()
+            self._forwarder = asyncio.get_running_loop().create_task(self._forward())
+        self._outbox.put_nowait((conversation_id, frames))
 
     def _deliver(self, conversation_id: str, frames: list[Frame]) -> None:
         for subscription in tuple(self._subscriptions.get(conversation_id, ())):
@@ -133,6 +180,17 @@ class Hub:
         layer = get_channel_layer()
         while True:
             conversation_id, frames = await self._outbox.get()
+            if frames is None:
+                message = {
+                    "type": "parley.presence",
+                    "origin": process_id(),
+                    "conversation": conversation_id,
+                }
+                try:
+                    await layer.group_send(conversation_group_name(conversation_id), message)
+                except Exception:
+                    logger.exception("Could not forward presence in %s", conversation_id)
+                continue
             for start in range(0, len(frames), LAYER_BATCH):
                 chunk = frames[start : start + LAYER_BATCH]
                 message = {
@@ -165,6 +223,9 @@ class Hub:
                 await asyncio.sleep(0.5)
                 continue
             if message.get("origin") == origin:
+                continue
+            if message.get("type") == "parley.presence":
+                self._presence_changed(message["conversation"], forward=False)
                 continue
             frames = [Frame(*item) for item in message.get("frames", ())]
             self._deliver(message["conversation"], frames)

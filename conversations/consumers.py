@@ -16,6 +16,7 @@ from .dbthreads import run_db
 from .events import check_seq_within, parse_seq
 from .exceptions import ApplicationError
 from .feed import ConversationFeed
+from .process import process_id
 from .selectors import conversation_with_state
 
 logger = logging.getLogger(__name__)
@@ -34,6 +35,7 @@ class ConversationConsumer(AsyncWebsocketConsumer):
 
     feed: ConversationFeed | None = None
     pump: asyncio.Task | None = None
+    watcher = None
 
     async def connect(self):
         # Accept first: a close code only reaches the client on an open socket.
@@ -58,6 +60,7 @@ class ConversationConsumer(AsyncWebsocketConsumer):
         except ApplicationError as error:
             await self.refuse(error)
             return
+        wants_presence = query.get("presence", [""])[-1] in ("1", "true")
         # Subscribe before reading the state, so nothing committed after the read is missed.
         self.feed = ConversationFeed(self.conversation_id, from_seq)
         await self.feed.__aenter__()
@@ -79,12 +82,26 @@ class ConversationConsumer(AsyncWebsocketConsumer):
             }
         )
         self.start_pump()
+        if wants_presence:
+            self.feed.on_presence(self.send_presence)
+        self.watcher = await run_db(
+            services.watcher_add,
+            conversation_id=self.conversation_id,
+            user=user,
+            process=process_id(),
+        )
 
     async def disconnect(self, code):
         if self.pump is not None:
             self.pump.cancel()
         if self.feed is not None:
             await self.feed.__aexit__(None, None, None)
+        if self.watcher is not None:
+            await run_db(services.watcher_remove, watcher=self.watcher)
+
+    async def send_presence(self, text: str) -> None:
+        """Who is watching now (for sockets opened with ``presence=1``)."""
+        await self._send_texts([text])
 
     async def refuse(self, error: ApplicationError) -> None:
         await self.send_json({"type": "ws.error", "ref": None, **error.as_dict()})
@@ -96,20 +113,33 @@ class ConversationConsumer(AsyncWebsocketConsumer):
         self.pump = asyncio.get_running_loop().create_task(self._pump())
 
     async def _pump(self) -> None:
-        # Straight to the server's send: the frames are already encoded text.
-        send = self.base_send
         try:
             while True:
-                for count, frame in enumerate(await self.feed.next_batch(), start=1):
-                    await send({"type": "websocket.send", "text": frame.text})
-                    if count % PUMP_YIELD_EVERY == 0:
-                        # Let the reactor write to the network and the turn go on meanwhile.
-                        await asyncio.sleep(0)
+                frames = await self.feed.next_batch()
+                if not await self._send_texts(frame.text for frame in frames):
+                    return
         except asyncio.CancelledError:
             raise
         except Exception:
             logger.exception("Feed of %s broke down", self.conversation_id)
             await self.close(code=1011)
+
+    async def _send_texts(self, texts) -> bool:
+        """Send frames (already encoded text) straight to the server; False if the client has
+        gone (its disconnect is on the way, and ends this socket's feed)."""
+        send = self.base_send
+        try:
+            for count, text in enumerate(texts, start=1):
+                await send({"type": "websocket.send", "text": text})
+                if count % PUMP_YIELD_EVERY == 0:
+                    # Let the reactor write to the network and the turn go on meanwhile.
+                    await asyncio.sleep(0)
+        except asyncio.CancelledError:
+            raise
+        except Exception as error:
+            logger.info("Socket on %s went away mid-send: %s", self.conversation_id, error)
+            return False
+        return True
 
     async def send_json(self, payload: dict) -> None:
         await self.send(text_data=json.dumps(payload, separators=(",", ":")))

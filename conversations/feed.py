@@ -36,6 +36,11 @@ class ConversationFeed:
             subscription, self._subscription = self._subscription, None
             await hub.unsubscribe(subscription)
 
+    def on_presence(self, callback) -> None:
+        """Have ``callback`` (async, given the frame's text) called whenever who is watching
+        the conversation changes."""
+        self._subscription.on_presence = callback
+
     def rewind(self, after_seq: int) -> None:
         """Send everything after ``after_seq`` again (a client that saw a hole asks for this)."""
         self.last_seq = after_seq

@@ -5,6 +5,7 @@ from pathlib import Path
 from django.conf import settings
 from django.db import models
 from django.db.models import Q
+from django.urls import reverse
 
 from .ids import new_conversation_id, new_turn_id
 
@@ -76,6 +77,10 @@ class Conversation(models.Model):
 
     def __str__(self):
         return self.title
+
+    def get_absolute_url(self) -> str:
+        """Its live page (the admin's "View on site" goes there)."""
+        return reverse("conversation", args=[self.pk])
 
 
 class Turn(models.Model):
@@ -180,3 +185,25 @@ class TurnEvent(models.Model):
             created_at=self.created_at,
             data=self.data,
         )
+
+
+class Watcher(models.Model):
+    """A socket open on a conversation: who is watching it right now, and from which process.
+
+    Rows are added and removed as sockets come and go; the process renews ``seen_at`` with its
+    turn leases, so the rows of a process that died are cleared once they fall behind.
+    """
+
+    conversation = models.ForeignKey(
+        Conversation, on_delete=models.CASCADE, related_name="watchers"
+    )
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    process = models.CharField(max_length=100)
+    connected_at = models.DateTimeField(auto_now_add=True)
+    seen_at = models.DateTimeField()
+
+    class Meta:
+        indexes = [models.Index(fields=["process", "seen_at"], name="watcher_by_process")]
+
+    def __str__(self):
+        return f"{self.user} watching {self.conversation_id}"

@@ -1,5 +1,6 @@
 """The per-process runtime of a Parley server: its id, its event loop, and the periodic upkeep
-that renews the leases of its turns, honours Stop requests, and ends turns whose process died."""
+that renews the leases of its turns and watchers, honours Stop requests, and ends turns (and
+forgets watchers) whose process died."""
 
 import asyncio
 import logging
@@ -80,6 +81,9 @@ class Runtime:
                 )
                 for turn_id in cancel_ids:
                     turn_runner.cancel_local(turn_id)
+                await run_db(
+                    services.watchers_upkeep, process=process_id(), reap_foreign=reap_foreign
+                )
             except Exception:
                 logger.exception("Turn upkeep failed; trying again in %.0f s", interval)
             reap_foreign = False

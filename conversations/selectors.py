@@ -3,8 +3,8 @@
 from django.db.models import OuterRef, QuerySet, Subquery, TextField
 from django.db.models.functions import Cast
 
-from .events import Frame, FrameEncoder
-from .models import Conversation, Membership, Turn, TurnEvent, Workspace
+from .events import Frame, FrameEncoder, person
+from .models import Conversation, Membership, Turn, TurnEvent, Watcher, Workspace
 
 
 def workspaces_for_user(*, user) -> QuerySet[Workspace]:
@@ -112,3 +112,22 @@ def acting_member(*, workspace_id: int, username: str):
         .first()
     )
     return membership.user if membership else None
+
+
+def people_watching(*, conversation_id: str) -> list[dict]:
+    """Who has the conversation open right now, each once, in the order they came, with their
+    role in its workspace."""
+    watchers = (
+        Watcher.objects.filter(conversation_id=conversation_id)
+        .select_related("user")
+        .order_by("connected_at", "pk")
+    )
+    people: dict[int, dict] = {}
+    for watcher in watchers:
+        people.setdefault(watcher.user_id, person(watcher.user))
+    roles = dict(
+        Membership.objects.filter(
+            workspace__conversations=conversation_id, user_id__in=list(people)
+        ).values_list("user_id", "role")
+    )
+    return [{**entry, "role": roles.get(user_id)} for user_id, entry in people.items()]

@@ -16,7 +16,7 @@ from django.utils import timezone
 from .broadcast import hub
 from .events import Frame, FrameEncoder, encode, person
 from .exceptions import ApplicationError
-from .models import Conversation, Membership, Turn, TurnEvent, Workspace
+from .models import Conversation, Membership, Turn, TurnEvent, Watcher, Workspace
 from .process import process_id, runtime
 
 # An event to append: its type and data. It is stamped when it is recorded.
@@ -341,3 +341,33 @@ def membership_set(*, workspace: Workspace, user, role: str) -> Membership:
         workspace=workspace, user=user, defaults={"role": role}
     )
     return membership
+
+
+def watcher_add(*, conversation_id: str, user, process: str) -> Watcher:
+    """Record a socket watching a conversation; everyone watching is told who is here."""
+    watcher = Watcher.objects.create(
+        conversation_id=conversation_id, user=user, process=process, seen_at=timezone.now()
+    )
+    transaction.on_commit(partial(hub.presence_changed, conversation_id))
+    return watcher
+
+
+def watcher_remove(*, watcher: Watcher) -> None:
+    """Forget a socket that closed; everyone still watching is told who is here."""
+    Watcher.objects.filter(pk=watcher.pk).delete()
+    transaction.on_commit(partial(hub.presence_changed, watcher.conversation_id))
+
+
+def watchers_upkeep(*, process: str, reap_foreign: bool) -> None:
+    """Renew this process's watchers and forget those of processes that stopped renewing
+    theirs (or, with ``reap_foreign``, of every other process: see turns_upkeep)."""
+    now = timezone.now()
+    Watcher.objects.filter(process=process).update(seen_at=now)
+    gone = Watcher.objects.exclude(process=process)
+    if not reap_foreign:
+        gone = gone.filter(seen_at__lt=now - timedelta(seconds=settings.PARLEY_TURN_LEASE_SECONDS))
+    conversation_ids = set(gone.values_list("conversation_id", flat=True))
+    if conversation_ids:
+        gone.delete()
+        for conversation_id in conversation_ids:
+            transaction.on_commit(partial(hub.presence_changed, conversation_id))

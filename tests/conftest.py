@@ -11,6 +11,7 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import urlencode
 
 import httpx
 import pytest
@@ -110,6 +111,8 @@ class LiveServer:
             "PYTHONUNBUFFERED": "1",
             **(extra_env or {}),
         }
+        # The browser tests lift Django's async-safety check in this process, never the server's.
+        env.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)
         self.log = open(log_path, "w")
         self.process = subprocess.Popen(
             [
@@ -153,14 +156,24 @@ class LiveServer:
         headers = person.headers if person else {}
         return httpx.AsyncClient(base_url=self.url, headers=headers, timeout=20, **kwargs)
 
-    def ws_url(self, conversation_id: str, from_seq=None) -> str:
-        query = "" if from_seq is None else f"?from_seq={from_seq}"
+    def ws_url(self, conversation_id: str, from_seq=None, presence: bool = False) -> str:
+        params = {} if from_seq is None else {"from_seq": from_seq}
+        if presence:
+            params["presence"] = 1
+        query = f"?{urlencode(params)}" if params else ""
         return f"ws://127.0.0.1:{self.port}/ws/conversations/{conversation_id}/{query}"
 
-    def connect(self, conversation_id: str, person: Person | None, from_seq=None, **kwargs):
+    def connect(
+        self,
+        conversation_id: str,
+        person: Person | None,
+        from_seq=None,
+        presence: bool = False,
+        **kwargs,
+    ):
         headers = person.headers if person else {}
         return websockets.connect(
-            self.ws_url(conversation_id, from_seq),
+            self.ws_url(conversation_id, from_seq, presence),
             additional_headers=headers,
             open_timeout=10,
             max_size=2**24,

@@ -320,3 +320,27 @@ async def test_in_flight_reports_a_running_turn_to_those_who_can_see_it(
         listed = (await bob.get("/api/in-flight/")).json()
         assert [c["conversation"] for c in listed] == [conversation.pk]
         assert (await dave.get("/api/in-flight/")).json() == []
+
+
+async def test_sockets_that_go_away_mid_stream_end_quietly_and_the_turn_goes_on(
+    server, people, flood_conversation
+):
+    """Browsers that reload (a close handshake) or lose the network (none) mid-stream, while
+    the server is still sending to them: it lets them go without an error (the fixture reads
+    its log)."""
+    cid = flood_conversation.pk
+    async with server.async_client(people.alice) as client:
+        await astart_turn(client, cid, "6000 events")
+        for attempt in range(6):
+            async with server.connect(cid, people.bob, from_seq=0, close_timeout=2) as ws:
+                await receive_json(ws)  # ws.ready
+                for _ in range(50):
+                    await receive_json(ws)
+                if attempt % 2:
+                    ws.transport.abort()
+                else:
+                    await ws.close()
+        state = await asyncio.to_thread(wait_for_turn_end, server.client(people.alice), cid, 60)
+    assert state["latest_seq"] == 6002
+    events = await asyncio.to_thread(all_events, server.client(people.alice), cid)
+    assert events[-1]["type"] == "turn.completed"
