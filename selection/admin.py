@@ -10,6 +10,7 @@ from django.template.response import TemplateResponse
 from django.urls import path, reverse
 from django.utils.html import format_html
 
+from conversations.admin import live_page_link
 from conversations.exceptions import ApplicationError
 
 from . import services
@@ -50,7 +51,7 @@ class SelectionAdmin(admin.ModelAdmin):
     list_filter = ["status", "kind", "conversation__workspace"]
     search_fields = ["id", "prompt", "conversation__id", "turn__id"]
     list_select_related = ["conversation", "answered_by"]
-    readonly_fields = [f.name for f in Selection._meta.fields] + ["answer_link"]
+    readonly_fields = [f.name for f in Selection._meta.fields] + ["answer_link", "live_page"]
     actions = ["expire_selected", "cancel_selected", "dismiss_selected"]
 
     def has_add_permission(self, request):
@@ -59,6 +60,10 @@ class SelectionAdmin(admin.ModelAdmin):
     @admin.display(description="prompt")
     def prompt_short(self, selection):
         return selection.prompt[:80]
+
+    @admin.display(description="live page")
+    def live_page(self, selection):
+        return live_page_link(selection.conversation)
 
     @admin.display(description="answer it")
     def answer_link(self, selection):

@@ -1,5 +1,7 @@
 """The Django admin, the OpenAPI schema and docs, and the demo seed."""
 
+import re
+
 import pytest
 from django.contrib.auth import get_user_model
 from django.core.management import call_command
@@ -21,26 +23,46 @@ def finished_turn(people, conversation):
     services.turn_events_append(
         conversation_id=conversation.pk,
         turn_id=turn.pk,
-        events=[("message.completed", {"text": "Hi <b>there</b>"})],
+        events=[
+            ("message.delta", {"text": "Hi "}),
+            ("message.delta", {"text": "<b>there</b>"}),
+            ("message.completed", {"text": "Hi <b>there</b>"}),
+        ],
     )
     services.turn_finish(turn_id=turn.pk, status=Turn.Status.COMPLETED)
     return turn
 
 
 def test_admin_lists_every_model(admin_client, finished_turn):
-    for name in ["workspace", "membership", "conversation", "turn", "turnevent"]:
+    for name in ["workspace", "membership", "conversation", "turn", "turnevent", "watcher"]:
         response = admin_client.get(f"/admin/conversations/{name}/")
         assert response.status_code == 200, name
 
 
-def test_admin_turn_page_shows_its_events_read_only(admin_client, finished_turn):
+def test_admin_turn_page_shows_its_event_timeline(admin_client, finished_turn):
     page = admin_client.get(f"/admin/conversations/turn/{finished_turn.pk}/change/")
     assert page.status_code == 200
     html = page.content.decode()
-    for event_type in ["turn.started", "message.completed", "turn.completed"]:
-        assert event_type in html
-    assert "Hi &lt;b&gt;there&lt;/b&gt;" in html  # escaped, never rendered
-    assert 'name="events-0-seq"' not in html  # read-only inline: no inputs
+    rows = re.findall(r"<tr><td>([^<]+)</td><td>[^<]+</td><td><code>([^<]+)</code></td>", html)
+    assert rows == [
+        ("1", "turn.started"),
+        ("2–3", "message.delta ×2"),
+        ("4", "message.completed"),
+        ("5", "turn.completed"),
+    ]
+    assert "Bob: hello" in html
+    assert "Hi &lt;b&gt;there&lt;/b&gt;" in html and "<b>there" not in html  # escaped
+    assert f'href="/conversations/{finished_turn.conversation_id}/"' in html  # its live page
+
+
+def test_admin_conversation_pages_link_to_the_live_page(admin_client, finished_turn):
+    live = f'href="/conversations/{finished_turn.conversation_id}/"'
+    listing = admin_client.get("/admin/conversations/conversation/").content.decode()
+    assert live in listing
+    page = admin_client.get(
+        f"/admin/conversations/conversation/{finished_turn.conversation_id}/change/"
+    ).content.decode()
+    assert "View on site" in page
 
 
 def test_admin_workspace_page_shows_its_members(admin_client, people):
