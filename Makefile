@@ -4,7 +4,10 @@ VENV := .venv
 BIN := $(VENV)/bin
 PORT ?= 8000
 
-.PHONY: run test bench lint format clean
+# The browser tests drive Debian's Chromium through Playwright: nothing is downloaded at test time.
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+
+.PHONY: run test bench lint format clean chromium
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -25,7 +28,14 @@ run: $(VENV)/.installed
 	@echo "Parley is at http://127.0.0.1:$(PORT)/  (API docs: /api/docs/, admin: /admin/)"
 	$(BIN)/daphne -b 127.0.0.1 -p $(PORT) config.asgi:application
 
-test: $(VENV)/.installed-dev
+chromium:
+	@command -v chromium >/dev/null 2>&1 || { \
+	  echo "Installing Chromium (Debian's package) for the browser tests..."; \
+	  $(SUDO) apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends \
+	    chromium fonts-dejavu-core >/dev/null; }
+
+test: $(VENV)/.installed-dev chromium
 	$(BIN)/ruff check .
 	$(BIN)/pytest
 

@@ -9,6 +9,8 @@ from conversations import views
 
 urlpatterns = [
     path("", views.home, name="home"),
+    path("conversations/new/", views.conversation_new, name="conversation-new"),
+    path("conversations/<str:conversation_id>/", views.conversation_page, name="conversation"),
     path("login/", auth_views.LoginView.as_view(), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("admin/", admin.site.urls),

@@ -1,18 +1,102 @@
-"""Browser pages."""
+"""Browser pages: the workspaces and conversations a person belongs to, and a conversation's
+live page (a shell that static JavaScript fills from the event log and the socket)."""
 
+from functools import wraps
+
+from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.http import JsonResponse
-from django.shortcuts import render
+from django.http import Http404, JsonResponse
+from django.middleware.csrf import get_token
+from django.shortcuts import redirect, render
+from django.urls import reverse
+from django.views.decorators.http import require_POST
 from django.views.defaults import page_not_found, server_error
 
-from . import selectors
+from . import selectors, services
+from .access import conversation_access, workspace_access
+from .events import person
+from .exceptions import ApplicationError
+
+
+def content_security_policy(view):
+    """Pages run only Parley's own scripts and styles: text that slips through as markup can
+    load nothing and run nothing (agent output and people's input are shown as text anyway)."""
+
+    @wraps(view)
+    def wrapped(request, *args, **kwargs):
+        response = view(request, *args, **kwargs)
+        host = request.get_host()
+        response.setdefault(
+            "Content-Security-Policy",
+            "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+            f"connect-src 'self' ws://{host} wss://{host}; object-src 'none'; base-uri 'none'; "
+            "form-action 'self'; frame-ancestors 'none'",
+        )
+        return response
+
+    return wrapped
 
 
 @login_required
+@content_security_policy
 def home(request):
-    workspaces = selectors.workspaces_for_user(user=request.user)
-    conversations = selectors.conversations_for_user(user=request.user)[:50]
-    return render(request, "home.html", {"workspaces": workspaces, "conversations": conversations})
+    workspaces = list(selectors.workspaces_for_user(user=request.user))
+    conversations = selectors.conversations_for_user(user=request.user)
+    by_workspace = {workspace.pk: [] for workspace in workspaces}
+    for conversation in conversations[:500]:
+        by_workspace[conversation.workspace_id].append(conversation)
+    for workspace in workspaces:
+        workspace.recent = by_workspace[workspace.pk][:50]
+        workspace.can_act = workspace.role != "viewer"
+    return render(request, "home.html", {"workspaces": workspaces})
+
+
+@login_required
+@require_POST
+def conversation_new(request):
+    """Start a conversation from the home page's form, then open it."""
+    try:
+        workspace, _ = workspace_access(
+            user=request.user,
+            slug=request.POST.get("workspace", ""),
+            act=True,
+            doing="start conversations",
+        )
+        conversation = services.conversation_create(
+            workspace=workspace, user=request.user, title=request.POST.get("title", "")
+        )
+    except ApplicationError as error:
+        messages.error(request, error.message)
+        return redirect("home")
+    return redirect("conversation", conversation_id=conversation.pk)
+
+
+@login_required
+@content_security_policy
+def conversation_page(request, conversation_id):
+    try:
+        conversation, membership = conversation_access(
+            user=request.user, conversation_id=conversation_id
+        )
+    except ApplicationError:
+        raise Http404("No such conversation.") from None
+    config = {
+        "conversation": {
+            "id": conversation.pk,
+            "title": conversation.title,
+            "agent": conversation.agent,
+            "workspace": {"slug": conversation.workspace.slug, "name": conversation.workspace.name},
+        },
+        "me": person(request.user),
+        "role": membership.role,
+        "csrf": get_token(request),
+        "login_url": f"{reverse('login')}?next={request.path}",
+    }
+    return render(
+        request,
+        "conversation.html",
+        {"conversation": conversation, "membership": membership, "config": config},
+    )
 
 
 def _api_error(code: str, message: str, status: int) -> JsonResponse:

@@ -1,0 +1,47 @@
+// Calls to Parley's REST API with the browser's session, its CSRF token, and one error shape.
+
+let csrfToken = "";
+let loginUrl = "/login/";
+
+export function configureApi({ csrf, login }) {
+  csrfToken = csrf;
+  loginUrl = login || loginUrl;
+}
+
+// An API refusal: `code` and `message` from the body (`{"error": {...}}`), anything else the
+// body carried (the winner's answer on a 409, the active turn, ...) in `details`.
+export class ApiError extends Error {
+  constructor(status, body) {
+    const error = (body && body.error) || {};
+    super(error.message || `The server answered ${status}.`);
+    this.status = status;
+    this.code = error.code || "error";
+    this.details = error;
+  }
+}
+
+export async function api(path, { method = "GET", body } = {}) {
+  const headers = { Accept: "application/json" };
+  if (body !== undefined) headers["Content-Type"] = "application/json";
+  if (method !== "GET") headers["X-CSRFToken"] = csrfToken;
+  let response;
+  try {
+    response = await fetch(`/api${path}`, {
+      method,
+      headers,
+      credentials: "same-origin",
+      body: body === undefined ? undefined : JSON.stringify(body),
+    });
+  } catch {
+    throw new ApiError(0, {
+      error: { code: "network", message: "Could not reach Parley. Check your connection and try again." },
+    });
+  }
+  const data = await response.json().catch(() => null);
+  if (response.status === 401) {
+    // The session ended (logged out elsewhere, or expired): log in again and come back.
+    window.location.assign(loginUrl);
+  }
+  if (!response.ok) throw new ApiError(response.status, data);
+  return data;
+}

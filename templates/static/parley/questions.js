@@ -1,0 +1,496 @@
+// Questions the agent asks mid-turn, shown where it asked them: one widget per kind, a countdown
+// to expiry, Dismiss, and (once anyone answers, from anywhere) the outcome and who gave it.
+
+import { ApiError, api } from "./api.js";
+import { formatBytes, h, personName, uniqueId } from "./dom.js";
+
+const OUTCOME_WORDS = {
+  answered: "Answered",
+  dismissed: "Dismissed",
+  declined: "Declined",
+  expired: "Expired",
+  cancelled: "Cancelled",
+};
+
+const KIND_WORDS = {
+  path: { file: "Pick a file", folder: "Pick a folder", any: "Pick a file or folder" },
+  choice: "Choose",
+  text: "Type an answer",
+  confirm: "Confirm",
+  form: "Fill in the form",
+};
+
+function kindWords(selection) {
+  const words = KIND_WORDS[selection.kind];
+  return typeof words === "string" ? words : words[selection.mode] || words.file;
+}
+
+function countdownText(seconds) {
+  if (seconds <= 0) return "expiring…";
+  if (seconds >= 3600) return `expires in ${Math.floor(seconds / 3600)} h ${Math.floor((seconds % 3600) / 60)} min`;
+  const minutes = Math.floor(seconds / 60);
+  const rest = String(Math.floor(seconds % 60)).padStart(2, "0");
+  return `expires in ${minutes}:${rest}`;
+}
+
+// How an answer reads to people: option labels for values, field titles for a form's keys.
+export function describeAnswer(selection, answer) {
+  if (answer === null || answer === undefined) return "";
+  switch (selection.kind) {
+    case "choice": {
+      const labels = new Map(selection.options.map((option) => [option.value, option.label]));
+      const values = Array.isArray(answer) ? answer : [answer];
+      return values.map((value) => labels.get(value) || `“${value}”`).join(", ");
+    }
+    case "confirm":
+      return answer ? "yes" : "no";
+    case "text":
+      return `“${answer}”`;
+    case "form": {
+      const properties = (selection.schema && selection.schema.properties) || {};
+      return Object.entries(answer)
+        .map(([key, value]) => {
+          const title = (properties[key] && properties[key].title) || key;
+          const shown = typeof value === "boolean" ? (value ? "yes" : "no") : String(value);
+          return `${title}: ${shown}`;
+        })
+        .join("; ");
+    }
+    default:
+      return String(answer);
+  }
+}
+
+export class QuestionCard {
+  constructor(selection, { me, role }) {
+    this.selection = selection;
+    this.me = me;
+    this.role = role;
+    this.status = "pending";
+    this.promptId = uniqueId("question-prompt");
+    this.countdown = h("span", { class: "question-countdown" });
+    this.error = h("p", { class: "form-error question-error", role: "alert", hidden: true });
+    this.outcome = h("p", { class: "question-outcome", hidden: true });
+    const addressee = selection.addressee;
+    this.element = h(
+      "section",
+      {
+        class: "question",
+        "aria-labelledby": this.promptId,
+        dataset: { selection: selection.id, kind: selection.kind, status: "pending" },
+      },
+      h(
+        "header",
+        { class: "question-header" },
+        h("span", { class: "question-badge" }, "Question"),
+        h("span", { class: "question-kind" }, kindWords(selection)),
+        addressee ? h("span", { class: "question-for" }, `for ${personName(addressee)}`) : null,
+        this.countdown,
+      ),
+      h("p", { class: "question-prompt", id: this.promptId }, selection.prompt),
+    );
+    if (this.canAnswer) {
+      this.form = this.buildForm();
+      this.element.append(this.form);
+    } else {
+      this.element.append(h("p", { class: "question-waiting muted" }, this.waitingText()));
+    }
+    this.element.append(this.error, this.outcome);
+    this.tick(Date.now());
+    if (selection.status && selection.status !== "pending") this.resolve(selection);
+  }
+
+  get canAnswer() {
+    if (this.role !== "owner" && this.role !== "member") return false;
+    const addressee = this.selection.addressee;
+    return !addressee || addressee.id === this.me.id || this.role === "owner";
+  }
+
+  waitingText() {
+    const addressee = this.selection.addressee;
+    if (this.role === "viewer") return "Waiting for a member to answer.";
+    return addressee ? `Waiting for ${personName(addressee)} to answer.` : "Waiting for an answer.";
+  }
+
+  // Seconds left, shown while the question waits.
+  tick(now) {
+    if (this.status !== "pending") return;
+    const left = (Date.parse(this.selection.expires_at) - now) / 1000;
+    this.countdown.textContent = countdownText(left);
+    this.countdown.classList.toggle("question-countdown-soon", left < 60);
+  }
+
+  // A fresher copy of the question (rehydrated after a reconnect).
+  refresh(selection) {
+    this.selection = { ...this.selection, expires_at: selection.expires_at };
+    if (selection.status !== "pending") this.resolve(selection);
+  }
+
+  resolve({ status, answer, answered_by: by }) {
+    if (this.status !== "pending" || !status || status === "pending") return;
+    this.status = status;
+    this.element.dataset.status = status;
+    if (this.form) this.form.remove();
+    this.element.querySelector(".question-waiting")?.remove();
+    this.countdown.textContent = "";
+    this.error.hidden = true;
+    let text = OUTCOME_WORDS[status] || status;
+    if (by) text += ` by ${personName(by)}`;
+    if (status === "answered") text += `: ${describeAnswer(this.selection, answer)}`;
+    if (status === "expired") text += ": nobody answered in time";
+    this.outcome.textContent = text;
+    this.outcome.hidden = false;
+  }
+
+  async reply(body) {
+    this.setBusy(true);
+    this.error.hidden = true;
+    try {
+      const settled = await api(`/selections/${encodeURIComponent(this.selection.id)}/reply/`, {
+        method: "POST",
+        body,
+      });
+      this.resolve(settled);
+    } catch (error) {
+      if (!(error instanceof ApiError)) throw error;
+      if (error.code === "already_resolved") {
+        // Someone else answered first: show their answer, not an error.
+        this.resolve(error.details);
+      } else if (error.code === "selection_expired") {
+        this.resolve({ status: "expired" });
+      } else {
+        this.showError(error.message);
+      }
+    } finally {
+      this.setBusy(false);
+    }
+  }
+
+  showError(message) {
+    this.error.textContent = message;
+    this.error.hidden = false;
+  }
+
+  setBusy(busy) {
+    if (!this.form) return;
+    this.element.setAttribute("aria-busy", busy ? "true" : "false");
+    for (const control of this.form.querySelectorAll("button, input, select, textarea")) {
+      control.disabled = busy;
+    }
+  }
+
+  // The form: the kind's controls, then Dismiss. -----------------------------------------
+
+  buildForm() {
+    const form = h("form", { class: "question-form", novalidate: true });
+    const actions = h("div", { class: "question-actions" });
+    const submitWith = (label, collect) => {
+      form.addEventListener("submit", (event) => {
+        event.preventDefault();
+        const answer = collect();
+        if (answer !== undefined) this.reply({ answer });
+      });
+      actions.append(h("button", { type: "submit", class: "primary" }, label));
+    };
+    const builders = {
+      choice: () => this.buildChoice(form, submitWith),
+      text: () => this.buildText(form, submitWith),
+      confirm: () => this.buildConfirm(actions),
+      form: () => this.buildSchemaForm(form, submitWith),
+      path: () => this.buildPath(form, submitWith),
+    };
+    builders[this.selection.kind]();
+    actions.append(
+      h(
+        "button",
+        { type: "button", class: "quiet", onclick: () => this.reply({ action: "dismiss" }) },
+        "Dismiss",
+      ),
+    );
+    form.append(actions);
+    return form;
+  }
+
+  buildChoice(form, submitWith) {
+    const { options, multiple, allow_freeform: freeform } = this.selection;
+    if (!multiple) {
+      const group = h("div", { class: "options", role: "group", "aria-labelledby": this.promptId });
+      for (const option of options) {
+        const descriptionId = option.description ? uniqueId("option-description") : null;
+        group.append(
+          h(
+            "button",
+            {
+              type: "button",
+              class: "option",
+              "aria-describedby": descriptionId,
+              onclick: () => this.reply({ answer: option.value }),
+            },
+            h("span", { class: "option-label" }, option.label),
+            option.description
+              ? h("span", { class: "option-description", id: descriptionId }, option.description)
+              : null,
+          ),
+        );
+      }
+      form.append(group);
+      if (freeform) {
+        const input = this.labelledInput(form, "Or type your own answer", "text");
+        submitWith("Send", () => this.required(input.value.trim(), "Type an answer first."));
+      }
+      return;
+    }
+    const low = this.selection.min_choices ?? 0;
+    const high = this.selection.max_choices ?? options.length;
+    const hintId = uniqueId("choice-hint");
+    const fieldset = h(
+      "fieldset",
+      { class: "options options-multiple", "aria-describedby": hintId },
+      h("legend", { class: "visually-hidden" }, this.selection.prompt),
+    );
+    for (const option of options) {
+      const id = uniqueId("choice");
+      const descriptionId = option.description ? uniqueId("option-description") : null;
+      fieldset.append(
+        h(
+          "div",
+          { class: "check-row" },
+          h("input", { type: "checkbox", id, value: option.value, "aria-describedby": descriptionId }),
+          h(
+            "label",
+            { for: id },
+            h("span", { class: "option-label" }, option.label),
+            option.description
+              ? h("span", { class: "option-description", id: descriptionId }, option.description)
+              : null,
+          ),
+        ),
+      );
+    }
+    const hint = low === high ? `Choose ${low}.` : `Choose ${low || "any number"} to ${high}.`;
+    fieldset.append(h("p", { class: "muted question-hint", id: hintId }, hint));
+    form.append(fieldset);
+    const other = freeform ? this.labelledInput(form, "Something else (optional)", "text") : null;
+    submitWith("Send", () => {
+      const chosen = [...fieldset.querySelectorAll("input:checked")].map((input) => input.value);
+      if (other && other.value.trim()) chosen.push(other.value.trim());
+      if (chosen.length < low || chosen.length > high) {
+        this.showError(hint);
+        return undefined;
+      }
+      return chosen;
+    });
+  }
+
+  buildText(form, submitWith) {
+    const id = uniqueId("text-answer");
+    const area = h("textarea", { id, rows: 3, maxlength: 10000 });
+    area.addEventListener("keydown", (event) => {
+      if (event.key === "Enter" && (event.ctrlKey || event.metaKey)) form.requestSubmit();
+    });
+    form.append(h("label", { for: id }, "Your answer"), area);
+    submitWith("Send answer", () => this.required(area.value.trim(), "Type an answer first."));
+  }
+
+  buildConfirm(actions) {
+    actions.append(
+      h("button", { type: "button", class: "primary", onclick: () => this.reply({ answer: true }) }, "Confirm"),
+      h("button", { type: "button", onclick: () => this.reply({ action: "decline" }) }, "Decline"),
+    );
+  }
+
+  buildSchemaForm(form, submitWith) {
+    const schema = this.selection.schema || { properties: {} };
+    const required = new Set(schema.required || []);
+    const fields = [];
+    for (const [name, field] of Object.entries(schema.properties)) {
+      const id = uniqueId(`field-${name}`);
+      const hintId = field.description ? uniqueId("field-hint") : null;
+      const title = field.title || name;
+      const label = h(
+        "label",
+        { for: id },
+        title,
+        required.has(name) ? h("span", { class: "required", "aria-hidden": "true" }, " *") : null,
+      );
+      let control;
+      if (field.type === "boolean") {
+        control = h("input", { type: "checkbox", id, "aria-describedby": hintId });
+        control.checked = Boolean(field.default);
+        form.append(h("div", { class: "check-row" }, control, label));
+      } else if (field.enum) {
+        control = h("select", { id, required: required.has(name), "aria-describedby": hintId });
+        if (!required.has(name)) control.append(h("option", { value: "" }, "—"));
+        field.enum.forEach((value, index) => {
+          const shown = (field.enumNames && field.enumNames[index]) || value;
+          control.append(h("option", { value, selected: field.default === value }, shown));
+        });
+        form.append(label, control);
+      } else {
+        const types = { email: "email", uri: "url", date: "date", "date-time": "datetime-local" };
+        const numeric = field.type === "number" || field.type === "integer";
+        control = h("input", {
+          id,
+          type: numeric ? "number" : types[field.format] || "text",
+          step: field.type === "integer" ? 1 : numeric ? "any" : null,
+          min: field.minimum,
+          max: field.maximum,
+          maxlength: field.maxLength,
+          required: required.has(name),
+          "aria-describedby": hintId,
+        });
+        if (field.default !== undefined) control.value = String(field.default);
+        form.append(label, control);
+      }
+      if (field.description) form.append(h("p", { class: "muted field-hint", id: hintId }, field.description));
+      fields.push({ name, field, control });
+    }
+    submitWith("Send", () => {
+      const answer = {};
+      for (const { name, field, control } of fields) {
+        if (field.type === "boolean") {
+          answer[name] = control.checked;
+          continue;
+        }
+        const raw = control.value.trim();
+        if (raw === "") {
+          if (required.has(name)) {
+            this.showError(`${field.title || name} is required.`);
+            control.focus();
+            return undefined;
+          }
+          continue;
+        }
+        answer[name] = field.type === "integer" || field.type === "number" ? Number(raw) : raw;
+      }
+      return answer;
+    });
+  }
+
+  buildPath(form, submitWith) {
+    const picker = new PathPicker(this);
+    form.append(picker.element);
+    submitWith("Choose", () => {
+      const picked = picker.picked();
+      return picked === null ? this.required("", "Pick one first.") : picked;
+    });
+    picker.open("");
+  }
+
+  labelledInput(form, text, type) {
+    const id = uniqueId("input");
+    const input = h("input", { id, type, maxlength: 10000 });
+    form.append(h("label", { for: id }, text), input);
+    return input;
+  }
+
+  required(value, message) {
+    if (value) return value;
+    this.showError(message);
+    return undefined;
+  }
+}
+
+// Browses the question's folder through the browse endpoint: breadcrumbs, folders first, only
+// what the question's mode lets a person pick.
+class PathPicker {
+  constructor(card) {
+    this.card = card;
+    this.selection = card.selection;
+    this.group = uniqueId("pick");
+    this.crumbs = h("ol", { class: "picker-crumbs" });
+    this.list = h("ul", { class: "picker-list", "aria-label": "Files and folders" });
+    this.element = h(
+      "div",
+      { class: "picker" },
+      h("nav", { "aria-label": "Folder" }, this.crumbs),
+      this.list,
+    );
+  }
+
+  picked() {
+    const checked = this.list.querySelector(`input[name="${this.group}"]:checked`);
+    return checked ? checked.value : null;
+  }
+
+  async open(path) {
+    this.list.setAttribute("aria-busy", "true");
+    let listing;
+    try {
+      const query = path ? `?path=${encodeURIComponent(path)}` : "";
+      listing = await api(`/selections/${encodeURIComponent(this.selection.id)}/browse/${query}`);
+    } catch (error) {
+      if (!(error instanceof ApiError)) throw error;
+      this.list.removeAttribute("aria-busy");
+      // A settled question is shown as settled by its event; anything else is worth saying.
+      if (error.status !== 409 && error.status !== 410) this.card.showError(error.message);
+      return;
+    }
+    this.list.removeAttribute("aria-busy");
+    this.render(listing);
+  }
+
+  render(listing) {
+    const rootName = this.selection.root || "Files";
+    const parts = listing.path ? listing.path.split("/") : [];
+    this.crumbs.replaceChildren(
+      ...[rootName, ...parts].map((name, index) => {
+        const target = parts.slice(0, index).join("/");
+        const here = index === parts.length;
+        return h(
+          "li",
+          {},
+          here
+            ? h("span", { "aria-current": "location" }, name)
+            : h("button", { type: "button", class: "link-button", onclick: () => this.open(target) }, name),
+        );
+      }),
+    );
+    const rows = [];
+    if (this.selection.mode !== "file") {
+      rows.push(
+        this.choiceRow(listing.path || ".", `This folder (${parts.at(-1) || rootName})`, { icon: "folder-open" }),
+      );
+    }
+    for (const entry of listing.entries) {
+      if (entry.kind === "folder") {
+        const open = h(
+          "button",
+          {
+            type: "button",
+            class: "picker-open",
+            "aria-label": `Open folder ${entry.name}`,
+            onclick: () => this.open(entry.path),
+          },
+          h("span", { class: "icon icon-folder", "aria-hidden": "true" }),
+          entry.name,
+        );
+        rows.push(
+          entry.selectable
+            ? this.choiceRow(entry.path, `Pick ${entry.name}`, { open })
+            : h("li", { class: "picker-row" }, open),
+        );
+      } else if (entry.selectable) {
+        rows.push(this.choiceRow(entry.path, entry.name, { icon: "file", size: entry.size }));
+      }
+    }
+    if (!listing.entries.length) rows.push(h("li", { class: "picker-row muted" }, "This folder is empty."));
+    this.list.replaceChildren(...rows);
+  }
+
+  // A row a person can pick: a radio labelled with the name (an icon and size beside it), and
+  // for a folder the button that opens it (the radio's label is then read, not shown).
+  choiceRow(value, text, { icon = null, size = null, open = null } = {}) {
+    const id = uniqueId("pick-option");
+    const input = h("input", { type: "radio", name: this.group, id, value });
+    input.addEventListener("dblclick", () => this.card.form.requestSubmit());
+    const label = h(
+      "label",
+      { for: id, class: open ? "visually-hidden" : null },
+      icon ? h("span", { class: `icon icon-${icon}`, "aria-hidden": "true" }) : null,
+      text,
+      size !== null ? h("span", { class: "muted picker-size" }, formatBytes(size)) : null,
+    );
+    return h("li", { class: "picker-row" }, input, label, open);
+  }
+}

@@ -1,0 +1,145 @@
+// A conversation's live event stream over its WebSocket, resumed exactly where it stopped.
+//
+// The stream keeps the seq of the last event it applied. An event at or below it is a duplicate
+// and dropped; one beyond the next seq means a hole, and the socket is asked to `resume` from the
+// last seq (the server sends everything after it again, in order). When the socket drops, it
+// reconnects after 1, 2, 4, 8, then 16 seconds (each with jitter, so that a restarted server is
+// not hit by every browser at once) and asks for everything after the last seq. Dropping the
+// socket never stops a turn: only Stop does.
+
+const BACKOFF_SECONDS = [1, 2, 4, 8, 16];
+const RESUME_REF = "resume";
+
+export class ConversationStream {
+  constructor({ conversationId, onReady, onEvent, onPresence, onState, onClosedForGood }) {
+    this.conversationId = conversationId;
+    this.onReady = onReady;
+    this.onEvent = onEvent;
+    this.onPresence = onPresence;
+    this.onState = onState;
+    this.onClosedForGood = onClosedForGood;
+    this.lastSeq = 0;
+    this.socket = null;
+    this.attempts = 0;
+    this.timer = null;
+    this.resuming = false;
+    this.stopped = false;
+    // What happened, for people debugging a connection (and for the browser tests).
+    this.stats = { connections: 0, duplicates: 0, holes: 0 };
+  }
+
+  start() {
+    this.connect();
+    window.addEventListener("online", () => this.reconnectNow());
+    window.addEventListener("offline", () => {
+      if (this.socket) this.socket.close(4000, "offline");
+    });
+  }
+
+  connect() {
+    clearTimeout(this.timer);
+    const scheme = window.location.protocol === "https:" ? "wss" : "ws";
+    const url =
+      `${scheme}://${window.location.host}/ws/conversations/${encodeURIComponent(this.conversationId)}/` +
+      `?from_seq=${this.lastSeq}&presence=1`;
+    this.resuming = false;
+    this.setState("connecting");
+    const socket = new WebSocket(url);
+    this.socket = socket;
+    this.stats.connections += 1;
+    socket.addEventListener("message", (message) => {
+      if (socket === this.socket) this.receive(message.data);
+    });
+    socket.addEventListener("close", (event) => this.closed(socket, event));
+  }
+
+  send(frame) {
+    if (this.socket && this.socket.readyState === WebSocket.OPEN) {
+      this.socket.send(JSON.stringify(frame));
+      return true;
+    }
+    return false;
+  }
+
+  receive(text) {
+    let frame;
+    try {
+      frame = JSON.parse(text);
+    } catch {
+      return;
+    }
+    if (typeof frame.seq === "number") {
+      this.event(frame);
+      return;
+    }
+    switch (frame.type) {
+      case "ws.ready":
+        this.attempts = 0;
+        this.setState("live");
+        this.onReady(frame);
+        break;
+      case "presence":
+        this.onPresence(frame.people);
+        break;
+      case "ws.ack":
+        if (frame.ref === RESUME_REF) this.resuming = false;
+        break;
+      case "ws.error":
+        if (frame.ref === RESUME_REF) this.resuming = false;
+        if (frame.code === "invalid_from_seq") {
+          // The conversation no longer has what this page holds (its log was reset): start over.
+          this.stopped = true;
+          this.onClosedForGood("reset");
+        } else {
+          console.warn("parley: the server refused a frame", frame);
+        }
+        break;
+      default:
+        break;
+    }
+  }
+
+  event(frame) {
+    if (frame.seq <= this.lastSeq) {
+      this.stats.duplicates += 1;
+      return;
+    }
+    if (frame.seq > this.lastSeq + 1) {
+      // A hole: ask for everything after the last event applied; later frames are dropped
+      // until the missing ones arrive, in order.
+      this.stats.holes += 1;
+      if (!this.resuming) {
+        this.resuming = this.send({ type: "resume", ref: RESUME_REF, from_seq: this.lastSeq });
+      }
+      return;
+    }
+    this.lastSeq = frame.seq;
+    this.onEvent(frame);
+  }
+
+  closed(socket, event) {
+    if (socket !== this.socket) return;
+    this.socket = null;
+    if (this.stopped) return;
+    if (event.code === 4401 || event.code === 4403) {
+      this.stopped = true;
+      this.setState("closed");
+      this.onClosedForGood(event.code === 4401 ? "signed-out" : "forbidden");
+      return;
+    }
+    const base = BACKOFF_SECONDS[Math.min(this.attempts, BACKOFF_SECONDS.length - 1)];
+    const delay = base * (0.5 + Math.random()) * 1000;
+    this.attempts += 1;
+    this.setState(navigator.onLine === false ? "offline" : "reconnecting", Date.now() + delay);
+    this.timer = setTimeout(() => this.connect(), delay);
+  }
+
+  reconnectNow() {
+    if (!this.stopped && this.socket === null) this.connect();
+  }
+
+  setState(state, retryAt = null) {
+    this.state = state;
+    this.onState(state, retryAt);
+  }
+}

@@ -1,0 +1,262 @@
+// The transcript, built from the conversation's events in seq order: each person's input, the
+// agent's streamed text (Markdown, rendered safely), tool calls as collapsible rows, questions
+// where they were asked, steering marked as such, and how each turn ended.
+
+import { formatTime, h, personName } from "./dom.js";
+import { renderMarkdown } from "./markdown.js";
+import { QuestionCard } from "./questions.js";
+
+const TERMINAL = new Set(["turn.completed", "turn.failed", "turn.cancelled"]);
+const MAX_SHOWN_JSON = 20000;
+
+function shortArguments(args) {
+  const values = Object.values(args || {});
+  if (values.length === 1 && typeof values[0] === "string") return values[0];
+  const text = JSON.stringify(args || {});
+  return text === "{}" ? "" : text.length > 80 ? `${text.slice(0, 79)}…` : text;
+}
+
+function prettyJson(value) {
+  const text = JSON.stringify(value, null, 2) ?? "";
+  return text.length > MAX_SHOWN_JSON ? `${text.slice(0, MAX_SHOWN_JSON)}\n…` : text;
+}
+
+export class Transcript {
+  constructor(root, { me, role, onTurnChange }) {
+    this.root = root;
+    this.me = me;
+    this.role = role;
+    this.onTurnChange = onTurnChange;
+    this.turns = new Map();
+    this.questions = new Map();
+    this.dirty = new Set();
+    this.frame = null;
+    this.active = null;
+  }
+
+  apply(event) {
+    const turn = this.turn(event);
+    const data = event.data || {};
+    switch (event.type) {
+      case "turn.started":
+        this.started(turn, event);
+        break;
+      case "message.delta":
+        this.openMessage(turn).streamed += data.text;
+        this.markDirty(turn.message);
+        break;
+      case "message.completed":
+        this.completeMessage(turn, data.text);
+        break;
+      case "tool.started":
+        this.toolStarted(turn, data);
+        break;
+      case "tool.completed":
+        this.toolCompleted(turn, data);
+        break;
+      case "selection.requested":
+        this.asked(turn, data);
+        break;
+      case "selection.resolved":
+        this.questions.get(data.selection)?.resolve(data);
+        this.setStatus(turn, "running");
+        break;
+      case "turn.steered":
+        this.closeMessage(turn);
+        turn.body.append(
+          h(
+            "div",
+            { class: "entry entry-steer" },
+            h(
+              "header",
+              { class: "entry-header" },
+              h("span", { class: "who" }, personName(data.by)),
+              h("span", { class: "tag tag-steer" }, "steered the turn"),
+              h("time", { datetime: event.ts }, formatTime(event.ts)),
+            ),
+            h("div", { class: "entry-text" }, data.input),
+          ),
+        );
+        break;
+      default:
+        if (TERMINAL.has(event.type)) this.ended(turn, event);
+    }
+  }
+
+  turn(event) {
+    let turn = this.turns.get(event.turn);
+    if (!turn) {
+      const body = h("div", { class: "turn-body" });
+      const end = h("footer", { class: "turn-end", hidden: true });
+      const element = h("article", { class: "turn", dataset: { turn: event.turn } }, body, end);
+      turn = { id: event.turn, element, body, end, status: null, message: null, tools: new Map() };
+      this.turns.set(event.turn, turn);
+      document.getElementById("transcript-empty")?.remove();
+      this.root.append(element);
+    }
+    return turn;
+  }
+
+  started(turn, event) {
+    const { input, started_by: by, interactive } = event.data;
+    turn.body.before(
+      h(
+        "div",
+        { class: "entry entry-input" },
+        h(
+          "header",
+          { class: "entry-header" },
+          h("span", { class: "who" }, personName(by)),
+          h("time", { datetime: event.ts }, formatTime(event.ts)),
+          interactive === false ? h("span", { class: "tag" }, "not interactive") : null,
+        ),
+        h("div", { class: "entry-text" }, input),
+      ),
+    );
+    this.setStatus(turn, "running");
+  }
+
+  openMessage(turn) {
+    if (!turn.message) {
+      const content = h("div", { class: "markdown" });
+      const element = h(
+        "div",
+        { class: "entry entry-agent streaming" },
+        h("header", { class: "entry-header" }, h("span", { class: "who who-agent" }, "Agent")),
+        content,
+      );
+      turn.body.append(element);
+      turn.message = { element, content, streamed: "", text: null };
+    }
+    return turn.message;
+  }
+
+  completeMessage(turn, text) {
+    const message = this.openMessage(turn);
+    if (message.streamed !== text && message.streamed !== "") {
+      // Never expected: every delta is applied once, in order. Say so, and show the whole text.
+      console.warn("parley: repaired a message whose streamed text differed from the stored one", {
+        turn: turn.id,
+      });
+    }
+    message.text = text;
+    this.closeMessage(turn);
+  }
+
+  closeMessage(turn) {
+    const message = turn.message;
+    if (!message) return;
+    turn.message = null;
+    message.element.classList.remove("streaming");
+    this.markDirty(message);
+  }
+
+  markDirty(message) {
+    this.dirty.add(message);
+    if (this.frame === null) this.frame = requestAnimationFrame(() => this.render());
+  }
+
+  // Markdown is rendered at most once per frame, however fast the deltas come.
+  render() {
+    this.frame = null;
+    const follow = this.nearBottom();
+    for (const message of this.dirty) {
+      message.content.innerHTML = renderMarkdown(message.text ?? message.streamed);
+    }
+    this.dirty.clear();
+    if (follow) this.scrollToEnd();
+  }
+
+  nearBottom() {
+    const page = document.scrollingElement;
+    return page.scrollTop + window.innerHeight >= page.scrollHeight - 120;
+  }
+
+  scrollToEnd() {
+    const page = document.scrollingElement;
+    page.scrollTop = page.scrollHeight;
+  }
+
+  toolStarted(turn, data) {
+    this.closeMessage(turn);
+    const state = h("span", { class: "tool-state" }, "running…");
+    const detail = h(
+      "div",
+      { class: "tool-detail" },
+      h("p", { class: "tool-label" }, "Arguments"),
+      h("pre", {}, prettyJson(data.arguments)),
+    );
+    const args = shortArguments(data.arguments);
+    const element = h(
+      "details",
+      { class: "tool", dataset: { state: "running", tool: data.name } },
+      h(
+        "summary",
+        {},
+        h("span", { class: "tool-name" }, data.name),
+        args ? h("code", { class: "tool-args" }, args) : null,
+        state,
+      ),
+      detail,
+    );
+    turn.body.append(element);
+    turn.tools.set(data.id, { element, state, detail });
+  }
+
+  toolCompleted(turn, data) {
+    let tool = turn.tools.get(data.id);
+    if (!tool) {
+      this.toolStarted(turn, { id: data.id, name: data.name, arguments: {} });
+      tool = turn.tools.get(data.id);
+    }
+    const failed = "error" in data;
+    tool.element.dataset.state = failed ? "failed" : "done";
+    tool.state.textContent = failed ? "failed" : "done";
+    tool.detail.append(
+      h("p", { class: "tool-label" }, failed ? "Error" : "Result"),
+      h("pre", {}, failed ? String(data.error) : prettyJson(data.result)),
+    );
+  }
+
+  asked(turn, selection) {
+    this.closeMessage(turn);
+    const card = new QuestionCard(selection, { me: this.me, role: this.role });
+    this.questions.set(selection.id, card);
+    turn.body.append(card.element);
+    this.setStatus(turn, "awaiting_input");
+  }
+
+  ended(turn, event) {
+    this.closeMessage(turn);
+    const data = event.data || {};
+    const words = {
+      "turn.completed": ["completed", "Completed"],
+      "turn.failed": ["failed", `Failed: ${data.error || "unknown error"}`],
+      "turn.cancelled": ["cancelled", data.by ? `Stopped by ${personName(data.by)}` : "Stopped"],
+    };
+    const [status, text] = words[event.type];
+    turn.end.textContent = text;
+    turn.end.hidden = false;
+    turn.end.dataset.status = status;
+    if (status === "failed") turn.end.setAttribute("role", "alert");
+    this.setStatus(turn, status);
+  }
+
+  setStatus(turn, status) {
+    if (turn.status === status || (TERMINAL_STATUSES.has(turn.status) && status === "running")) return;
+    turn.status = status;
+    turn.element.dataset.status = status;
+    const active = TERMINAL_STATUSES.has(status) ? null : turn;
+    if (active || this.active === turn) {
+      this.active = active;
+      this.onTurnChange(turn.id, status, turn.end.textContent);
+    }
+  }
+
+  // Every second: the questions' countdowns.
+  tick(now) {
+    for (const card of this.questions.values()) card.tick(now);
+  }
+}
+
+const TERMINAL_STATUSES = new Set(["completed", "failed", "cancelled"]);

@@ -1,0 +1,123 @@
+"""Browser tests: Playwright driving Debian's Chromium (nothing is downloaded) against a real
+Daphne on loopback. Screenshots of the main states go to test-artifacts/screenshots/."""
+
+import os
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+from playwright.sync_api import Page, expect, sync_playwright
+
+from tests.browser.proxy import CuttableProxy
+from tests.conftest import ROOT
+
+SCREENSHOTS = ROOT / "test-artifacts" / "screenshots"
+CHROMIUM = os.environ.get("PARLEY_CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
+# As the machine's own check runs it: no sandbox as root, and no calls home, which a closed
+# network would refuse many times a second.
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--disable-dev-shm-usage",
+]
+DESKTOP = {"width": 1280, "height": 900}
+# A shared, busy machine: give the page time before calling it broken.
+expect.set_options(timeout=15_000)
+PHONE = {"width": 390, "height": 844}
+# Console lines that are the network's doing, not the page's: Chromium reports every refused
+# API call (which the page handles and explains), and, in a test that cuts sockets, the failed
+# reconnects.
+REFUSED_CALL = re.compile(r"Failed to load resource: the server responded with a status of 4\d\d")
+NETWORK_NOISE = re.compile(r"WebSocket connection to .* failed|net::ERR_")
+
+
+@pytest.fixture(scope="module")
+def chromium():
+    # Playwright's sync API keeps an event loop running in this thread, which Django takes for
+    # async code and refuses the ORM calls the tests' own fixtures make (as pytest-django and
+    # Playwright both advise, the check is lifted while the browser is up).
+    os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
+    try:
+        with sync_playwright() as playwright:
+            browser = playwright.chromium.launch(
+                executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS
+            )
+            yield browser
+            browser.close()
+    finally:
+        del os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"]
+
+
+class Browsing:
+    """People's browser sessions against one server; each page's errors and warnings are kept,
+    and the test fails if the page reported any."""
+
+    def __init__(self, chromium, server, people):
+        self.chromium = chromium
+        self.server = server
+        self.people = people
+        self.contexts = []
+        self.problems: list[str] = []
+        self.allow_network_noise = False
+
+    def open(self, who: str, path: str = "/", *, base_url=None, viewport=None) -> Page:
+        context = self.chromium.new_context(
+            base_url=base_url or self.server.url, viewport=viewport or DESKTOP
+        )
+        context.set_default_timeout(20_000)
+        self.contexts.append(context)
+        page = context.new_page()
+        page.on("pageerror", lambda error: self.problems.append(f"{who}: {error}"))
+        page.on("console", lambda message: self._console(who, message))
+        page.goto("/login/")
+        page.get_by_label("Username").fill(who)
+        page.get_by_label("Password").fill(f"{who}-pw")
+        page.get_by_role("button", name="Log in").click()
+        expect(page.get_by_role("heading", name="Your workspaces")).to_be_visible()
+        if path != "/":
+            page.goto(path)
+        return page
+
+    def conversation(self, who: str, conversation_id: str, **kwargs) -> Page:
+        page = self.open(who, f"/conversations/{conversation_id}/", **kwargs)
+        expect(page.locator("#connection")).to_have_attribute("data-state", "live")
+        return page
+
+    def _console(self, who, message) -> None:
+        if message.type not in ("error", "warning") or REFUSED_CALL.search(message.text):
+            return
+        if self.allow_network_noise and NETWORK_NOISE.search(message.text):
+            return
+        self.problems.append(f"{who}: console {message.type}: {message.text}")
+
+    def close(self) -> None:
+        for context in self.contexts:
+            context.close()
+
+
+@pytest.fixture
+def browsing(chromium, server, people):
+    browsing = Browsing(chromium, server, people)
+    yield browsing
+    browsing.close()
+    assert browsing.problems == []
+
+
+@pytest.fixture
+def proxy(server):
+    proxy = CuttableProxy(server.port)
+    yield proxy
+    proxy.close()
+
+
+def screenshot(page: Page, name: str) -> Path:
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    path = SCREENSHOTS / f"{name}.png"
+    page.screenshot(path=path)
+    return path

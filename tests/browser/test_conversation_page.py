@@ -1,0 +1,343 @@
+"""The conversation page in a real Chromium: questions answered in the page, several people
+watching one turn, sockets cut mid-stream, reloads, Stop, viewers, and markup kept as text."""
+
+import re
+
+import httpx
+import pytest
+from playwright.sync_api import expect
+
+from conversations import services
+from tests.browser.conftest import PHONE, screenshot
+from tests.conftest import all_events, wait_for_turn_end
+
+
+def send(page, text: str) -> None:
+    box = page.get_by_role("textbox", name=re.compile("Message the agent|Steer the running turn"))
+    box.fill(text)
+    box.press("Enter")
+
+
+def question(page):
+    return page.locator(".question").last
+
+
+@pytest.fixture
+def flood(people):
+    return services.conversation_create(
+        workspace=people.workspace, user=people.alice.user, title="Fast", agent="flood"
+    )
+
+
+def test_alice_picks_a_file_in_the_path_picker_and_sees_the_summary_stream_in(
+    browsing, conversation
+):
+    page = browsing.conversation("alice", conversation.pk)
+    expect(page.locator("#transcript")).to_contain_text("Nothing here yet")
+    send(page, "summarize")
+    card = question(page)
+    expect(card).to_contain_text("Which file should I summarize?")
+    rows = card.locator(".picker-row")
+    expect(rows).to_have_text(
+        [re.compile(name) for name in ("data", "docs", "notes", "reports", "README.md")]
+    )
+    expect(page.locator("#turn-status")).to_have_text("The agent is waiting for an answer.")
+    card.get_by_role("button", name="Open folder reports").click()
+    expect(card.locator(".picker-crumbs [aria-current]")).to_have_text("reports")
+    card.get_by_label("q4-plan.md").check()
+    screenshot(page, "path-picker")
+    card.get_by_role("button", name="Choose").click()
+    expect(card.locator(".question-outcome")).to_have_text("Answered by Alice: reports/q4-plan.md")
+    expect(card.get_by_role("button")).to_have_count(0)
+    expect(page.locator(".turn-end")).to_have_text("Completed")
+    reply = page.locator(".entry-agent .markdown").last
+    expect(reply.locator("strong")).to_have_text("reports/q4-plan.md")
+    expect(reply).to_contain_text("10 lines")
+    tool = page.locator("details.tool").last
+    expect(tool).to_have_attribute("data-state", "done")
+    tool.locator("summary").click()
+    expect(tool.locator(".tool-detail")).to_contain_text('"path": "reports/q4-plan.md"')
+    expect(page.get_by_role("button", name="Send")).to_be_visible()
+    expect(page.get_by_role("button", name="Stop")).to_be_hidden()
+    screenshot(page, "summary-streamed")
+
+
+def test_bob_answers_and_alices_widget_shows_his_answer(browsing, conversation):
+    alice = browsing.conversation("alice", conversation.pk)
+    bob = browsing.conversation("bob", conversation.pk)
+    expect(alice.locator("#presence")).to_contain_text("Bob")
+    send(alice, "summarize")
+    for page in (alice, bob):
+        expect(question(page)).to_contain_text("Which file should I summarize?")
+    bob_card = question(bob)
+    bob_card.get_by_label("README.md").check()
+    bob_card.get_by_role("button", name="Choose").click()
+    for page in (alice, bob):
+        expect(question(page).locator(".question-outcome")).to_have_text(
+            "Answered by Bob: README.md"
+        )
+        expect(question(page).get_by_role("button")).to_have_count(0)
+        expect(page.locator(".turn-end")).to_have_text("Completed")
+        expect(page.locator(".entry-agent strong").last).to_have_text("README.md")
+    screenshot(alice, "answered-by-bob")
+
+
+def test_an_answer_that_lost_the_race_shows_the_winners_answer(
+    browsing, conversation, people, proxy
+):
+    browsing.allow_network_noise = True
+    # Alice's page goes through a proxy that lets her API calls through but holds back her
+    # socket, so her widget is still open when Bob's answer has already won.
+    alice = browsing.conversation("alice", conversation.pk, base_url=proxy.url)
+    send(alice, "choose")
+    card = question(alice)
+    expect(card).to_contain_text("Which of these did you mean?")
+    proxy.refuse_websockets = True
+    proxy.cut_websockets()
+    expect(alice.locator("#connection")).not_to_have_attribute("data-state", "live")
+    with httpx.Client(base_url=browsing.server.url, headers=people.bob.headers) as bob:
+        pending = bob.get(f"/api/selections/?conversation={conversation.pk}").json()
+        won = bob.post(f"/api/selections/{pending[0]['id']}/reply/", json={"answer": "help"})
+        assert won.status_code == 200
+    card.get_by_role("button", name=re.compile("^List")).click()
+    expect(card.locator(".question-outcome")).to_have_text("Answered by Bob: Help")
+    expect(card.locator(".question-error")).to_be_hidden()
+    proxy.refuse_websockets = False
+    alice.locator("#connection").get_by_role("button", name="Reconnect now").click()
+    expect(alice.locator("#connection")).to_have_attribute("data-state", "live")
+    expect(alice.locator(".turn-end")).to_have_text("Completed")
+    expect(alice.locator(".entry-agent").last).to_contain_text("Here is what I can do")
+
+
+@pytest.mark.parametrize("how", ["cut by the network", "browser offline"])
+def test_a_socket_lost_mid_stream_leaves_the_whole_text_exactly_once(
+    browsing, flood, proxy, people, how
+):
+    browsing.allow_network_noise = True
+    page = browsing.conversation("alice", flood.pk, base_url=proxy.url)
+    words = 2500
+    send(page, f"{words} text every 1")
+    for seen in ("w200 ", "w900 ", "w1600 "):
+        expect(page.locator(".entry-agent").last).to_contain_text(seen)
+        connections = page.evaluate("window.parleyStream.stats.connections")
+        if how == "browser offline":
+            page.context.set_offline(True)
+            page.wait_for_timeout(200)
+            page.context.set_offline(False)
+        else:
+            assert proxy.cut_websockets() == 1
+        page.wait_for_function(
+            "(before) => window.parleyStream.stats.connections > before", arg=connections
+        )
+        expect(page.locator("#connection")).to_have_attribute("data-state", "live")
+    expect(page.locator(".turn-end")).to_have_text("Completed", timeout=40_000)
+    expected = " ".join(f"w{n}" for n in range(1, words + 1))
+    expect(page.locator(".entry-agent .markdown")).to_have_text(expected)
+    assert page.locator(".entry-agent").count() == 1
+    assert page.locator(".entry-input").count() == 1
+    assert proxy.websocket_connections >= 4
+    with httpx.Client(base_url=browsing.server.url, headers=people.alice.headers) as client:
+        latest = wait_for_turn_end(client, flood.pk)["latest_seq"]
+    expect(page.locator("body")).to_have_attribute("data-last-seq", str(latest))
+
+
+def test_reloading_mid_turn_shows_the_same_transcript_and_goes_on_live(browsing, flood, people):
+    page = browsing.conversation("alice", flood.pk)
+    send(page, "4000 text every 2")
+    expect(page.locator(".entry-agent").last).to_contain_text("w300 ")
+    page.reload()
+    expect(page.locator("#connection")).to_have_attribute("data-state", "live")
+    expect(page.locator(".entry-input")).to_have_text(re.compile("4000 text every 2"))
+    expect(page.get_by_role("button", name="Stop")).to_be_visible()
+    expect(page.locator(".turn-end")).to_have_text("Completed", timeout=60_000)
+    expected = " ".join(f"w{n}" for n in range(1, 4001))
+    expect(page.locator(".entry-agent .markdown")).to_have_text(expected)
+    assert page.locator(".entry-agent").count() == 1
+
+
+def test_stop_while_a_question_is_pending(browsing, conversation, people):
+    page = browsing.conversation("alice", conversation.pk)
+    send(page, "rename")
+    card = question(page)
+    expect(card).to_contain_text("Which file should I rename?")
+    expect(page.get_by_role("button", name="Steer")).to_be_visible()
+    page.get_by_role("button", name="Stop").click()
+    expect(card.locator(".question-outcome")).to_have_text("Cancelled")
+    expect(page.locator(".turn-end")).to_have_text("Stopped by Alice")
+    expect(page.locator("#turn-status")).to_have_text("Stopped by Alice")
+    expect(page.get_by_role("button", name="Stop")).to_be_hidden()
+    expect(page.get_by_role("button", name="Send")).to_be_visible()
+    screenshot(page, "stopped-while-asking")
+
+
+def test_steering_a_running_turn_from_the_composer(browsing, conversation):
+    page = browsing.conversation("bob", conversation.pk)
+    send(page, "summarize")
+    expect(question(page)).to_contain_text("Which file should I summarize?")
+    send(page, "keep it short")
+    steer = page.locator(".entry-steer")
+    expect(steer).to_contain_text("Bob")
+    expect(steer).to_contain_text("steered the turn")
+    expect(steer).to_contain_text("keep it short")
+    card = question(page)
+    card.get_by_label("README.md").check()
+    card.get_by_role("button", name="Choose").click()
+    expect(page.locator(".turn-end")).to_have_text("Completed")
+    expect(page.locator(".entry-agent").first).to_have_text(
+        re.compile("Noted while I worked: “keep it short”")
+    )
+
+
+def test_carol_the_viewer_sees_everything_but_no_controls(browsing, conversation, people):
+    alice = browsing.conversation("alice", conversation.pk)
+    carol = browsing.conversation("carol", conversation.pk)
+    expect(alice.locator("#presence")).to_contain_text("Carol")
+    send(alice, "summarize")
+    card = question(carol)
+    expect(card).to_contain_text("Which file should I summarize?")
+    expect(card).to_contain_text("Waiting for a member to answer.")
+    expect(card.get_by_role("button")).to_have_count(0)
+    expect(card.get_by_role("radio")).to_have_count(0)
+    expect(carol.get_by_role("textbox")).to_have_count(0)
+    expect(carol.get_by_role("button", name="Stop")).to_have_count(0)
+    expect(carol.locator(".viewer-note")).to_be_visible()
+    screenshot(carol, "viewer")
+    alice_card = question(alice)
+    alice_card.get_by_label("README.md").check()
+    alice_card.get_by_role("button", name="Choose").click()
+    expect(card.locator(".question-outcome")).to_have_text("Answered by Alice: README.md")
+    expect(carol.locator(".turn-end")).to_have_text("Completed")
+
+
+def test_markup_in_inputs_and_agent_output_is_shown_as_text(browsing, conversation, files_root):
+    (files_root / "notes" / "evil.md").write_text(
+        "<script>window.pwned = 'script'</script>\n"
+        "<img src=x onerror=\"window.pwned = 'img'\">\n"
+        "[click me](javascript:window.pwned='link')\n"
+    )
+    page = browsing.conversation("alice", conversation.pk)
+    typed = "<img src=x onerror=\"window.pwned = 'input'\"> <b>bold?</b>"
+    send(page, typed)
+    expect(page.locator(".entry-input .entry-text")).to_have_text(typed)
+    expect(page.locator(".entry-agent").first).to_contain_text(
+        f"I'm not sure what you mean by “{typed}”"
+    )
+    question(page).get_by_role("button", name="Dismiss").click()
+    expect(page.locator(".turn-end")).to_have_text("Completed")
+    send(page, "summarize notes/evil.md")
+    expect(page.locator(".turn-end").last).to_have_text("Completed")
+    reply = page.locator(".entry-agent .markdown").last
+    expect(reply).to_contain_text("<script>window.pwned = 'script'</script>")
+    expect(reply).to_contain_text("<img src=x onerror=")
+    transcript = page.locator("#transcript")
+    expect(transcript.locator("img, script, b")).to_have_count(0)
+    expect(transcript.locator("a[href^='javascript']")).to_have_count(0)
+    assert page.evaluate("window.pwned") is None
+    screenshot(page, "markup-as-text")
+
+
+def test_text_confirm_and_form_questions_in_the_page(browsing, conversation, files_root):
+    page = browsing.conversation("alice", conversation.pk)
+    send(page, "rename notes/ideas.md")
+    card = page.locator(".question").nth(0)
+    card.get_by_label("Your answer").fill("ideas-2026.md")
+    card.get_by_role("button", name="Send answer").click()
+    expect(card.locator(".question-outcome")).to_have_text("Answered by Alice: “ideas-2026.md”")
+    confirm = page.locator(".question").nth(1)
+    expect(confirm).to_contain_text("Rename `notes/ideas.md` to `notes/ideas-2026.md`?")
+    confirm.get_by_role("button", name="Confirm").click()
+    expect(confirm.locator(".question-outcome")).to_have_text("Answered by Alice: yes")
+    expect(page.locator(".turn-end")).to_have_text("Completed")
+    assert (files_root / "notes" / "ideas-2026.md").is_file()
+
+    send(page, "note Ship it on Monday")
+    form = page.locator(".question").nth(2)
+    form.get_by_role("button", name="Send").click()
+    expect(form.locator(".question-error")).to_have_text("Title is required.")
+    form.get_by_label("Title").fill("Launch plan")
+    form.get_by_label("Tags").fill("q4, launch")
+    form.get_by_label("Pinned").check()
+    screenshot(page, "form-question")
+    form.get_by_role("button", name="Send").click()
+    expect(form.locator(".question-outcome")).to_have_text(
+        "Answered by Alice: Title: Launch plan; Tags: q4, launch; Pinned: yes"
+    )
+    expect(page.locator(".entry-agent .markdown").last).to_have_text("Wrote notes/launch-plan.md.")
+    assert (files_root / "notes" / "launch-plan.md").is_file()
+
+
+def test_a_refused_answer_is_explained_and_the_question_stays_open(browsing, conversation):
+    page = browsing.conversation("alice", conversation.pk)
+    send(page, "tidy")
+    card = question(page)
+    card.get_by_role("button", name="Send").click()
+    expect(card.locator(".question-error")).to_have_text("Choose 1 to 4.")
+    expect(card).to_have_attribute("data-status", "pending")
+    card.get_by_role("button", name="Dismiss").click()
+    expect(card.locator(".question-outcome")).to_have_text("Dismissed by Alice")
+    expect(page.locator(".turn-end")).to_have_text("Completed")
+
+
+def test_keyboard_only_at_phone_width(browsing, conversation):
+    page = browsing.conversation("alice", conversation.pk, viewport=PHONE)
+    page.keyboard.press("Tab")  # the skip link comes first
+    expect(page.get_by_role("link", name="Skip to content")).to_be_focused()
+    box = page.get_by_role("textbox", name="Message the agent")
+    box.focus()
+    page.keyboard.type("tidy")
+    page.keyboard.press("Enter")
+    card = question(page)
+    large = card.get_by_role("checkbox", name=re.compile("List large files"))
+    expect(large).to_be_visible()
+    large.focus()
+    page.keyboard.press("Space")
+    expect(large).to_be_checked()
+    page.keyboard.press("Tab")
+    expect(card.get_by_role("button", name="Send")).to_be_focused()
+    screenshot(page, "phone-question")
+    page.keyboard.press("Enter")
+    expect(card.locator(".question-outcome")).to_have_text("Answered by Alice: List large files")
+    expect(page.locator(".turn-end")).to_have_text("Completed")
+    overflow = page.evaluate("document.documentElement.scrollWidth - window.innerWidth")
+    assert overflow <= 0
+    screenshot(page, "phone-answered")
+
+
+def test_who_is_here_comes_and_goes_live(browsing, conversation):
+    alice = browsing.conversation("alice", conversation.pk)
+    expect(alice.locator("#presence")).to_have_text(re.compile("Alice \\(you\\)"))
+    bob = browsing.conversation("bob", conversation.pk)
+    expect(alice.locator("#presence li")).to_have_count(2)
+    expect(alice.locator("#presence")).to_contain_text("Bob")
+    expect(bob.locator("#presence")).to_contain_text("Alice")
+    bob.close()
+    expect(alice.locator("#presence li")).to_have_count(1)
+    expect(alice.locator("#presence")).not_to_contain_text("Bob")
+
+
+def test_home_lists_workspaces_and_starts_a_conversation(browsing, conversation, people):
+    page = browsing.open("alice")
+    expect(page.get_by_role("heading", name="The Team")).to_be_visible()
+    expect(page.get_by_role("link", name="Plans")).to_be_visible()
+    page.get_by_label("New conversation").fill("Launch week")
+    page.get_by_role("button", name="Start a conversation").click()
+    expect(page.get_by_role("heading", name="Launch week")).to_be_visible()
+    expect(page.locator("#connection")).to_have_attribute("data-state", "live")
+    screenshot(page, "new-conversation")
+    carol = browsing.open("carol")
+    expect(carol.get_by_role("link", name="Plans")).to_be_visible()
+    expect(carol.get_by_role("button", name="Start a conversation")).to_have_count(0)
+    stranger = browsing.open("dave", f"/conversations/{conversation.pk}/")
+    expect(stranger.get_by_role("heading", name="Not Found")).to_be_visible()
+
+
+def test_the_transcript_matches_the_event_log(browsing, conversation, people):
+    page = browsing.conversation("alice", conversation.pk)
+    send(page, "list docs")
+    expect(page.locator(".turn-end")).to_have_text("Completed")
+    with httpx.Client(base_url=browsing.server.url, headers=people.alice.headers) as client:
+        events = all_events(client, conversation.pk)
+    said = next(e["data"]["text"] for e in events if e["type"] == "message.completed")
+    assert said.startswith("`docs` holds 2 entries")
+    expect(page.locator(".entry-agent .markdown code").first).to_have_text("docs")
+    expect(page.locator("body")).to_have_attribute("data-last-seq", str(events[-1]["seq"]))
