@@ -341,3 +341,17 @@ def test_the_transcript_matches_the_event_log(browsing, conversation, people):
     assert said.startswith("`docs` holds 2 entries")
     expect(page.locator(".entry-agent .markdown code").first).to_have_text("docs")
     expect(page.locator("body")).to_have_attribute("data-last-seq", str(events[-1]["seq"]))
+
+
+def test_a_failed_turn_shows_its_error(browsing, people):
+    broken = services.conversation_create(
+        workspace=people.workspace, user=people.alice.user, title="Broken", agent="broken"
+    )
+    page = browsing.conversation("bob", broken.pk)
+    send(page, "go")
+    ending = page.locator(".turn-end")
+    expect(ending).to_have_text("Failed: RuntimeError: the agent broke on purpose")
+    expect(ending).to_have_attribute("role", "alert")
+    expect(page.locator("details.tool")).to_have_attribute("data-state", "failed")
+    expect(page.locator(".entry-agent .markdown")).to_have_text("Starting,")
+    expect(page.get_by_role("button", name="Send")).to_be_visible()
