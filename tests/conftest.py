@@ -3,6 +3,7 @@
 import asyncio
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -255,6 +256,21 @@ async def events_until_terminal(ws, turn_id: str | None = None, timeout: float =
             turn_id is None or frame["turn"] == turn_id
         ):
             return events
+
+
+def log_in(server: "LiveServer", username: str, login_path: str = "/login/") -> httpx.Client:
+    """A client logged in through a login form (the site's or the admin's), as a browser
+    would: its session cookie, and the CSRF cookie it needs for unsafe requests."""
+    client = httpx.Client(base_url=server.url, timeout=20, follow_redirects=False)
+    page = client.get(login_path)
+    token = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', page.text).group(1)
+    response = client.post(
+        login_path,
+        data={"username": username, "password": f"{username}-pw", "csrfmiddlewaretoken": token},
+        headers={"Referer": f"{server.url}{login_path}"},
+    )
+    assert response.status_code == 302, response.text
+    return client
 
 
 def wait_for_turn_end(client: httpx.Client, conversation_id: str, timeout: float = 30) -> dict:

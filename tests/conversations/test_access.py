@@ -8,7 +8,7 @@ import pytest
 import websockets
 from django.core.management import call_command
 
-from tests.conftest import receive_json, wait_for_turn_end
+from tests.conftest import log_in, receive_json, wait_for_turn_end
 
 READS = ["", "in-flight/", "events/", "tail/"]
 
@@ -132,22 +132,8 @@ async def test_a_socket_to_an_unknown_conversation_is_closed_4403(server, people
     assert closed.value.rcvd.code == 4403
 
 
-def login(server) -> httpx.Client:
-    """Log bob in through the login page, as a browser would."""
-    client = httpx.Client(base_url=server.url, timeout=20)
-    page = client.get("/login/")
-    token = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', page.text).group(1)
-    response = client.post(
-        "/login/",
-        data={"username": "bob", "password": "bob-pw", "csrfmiddlewaretoken": token},
-        headers={"Referer": f"{server.url}/login/"},
-    )
-    assert response.status_code == 302 and response.headers["location"] == "/"
-    return client
-
-
 def test_browser_session_works_and_unsafe_requests_need_csrf(server, people, conversation):
-    client = login(server)
+    client = log_in(server, "bob")
     try:
         assert client.get("/").status_code == 200
         assert client.get("/api/workspaces/").json()[0]["role"] == "member"
@@ -164,7 +150,7 @@ def test_browser_session_works_and_unsafe_requests_need_csrf(server, people, con
 
 
 async def test_browser_socket_uses_the_session_and_checks_the_origin(server, people, conversation):
-    client = login(server)
+    client = log_in(server, "bob")
     cookie = f"sessionid={client.cookies['sessionid']}"
     client.close()
     url = server.ws_url(conversation.pk)

@@ -5,10 +5,9 @@ import asyncio
 import json
 import re
 
-import httpx
 import pytest
 
-from tests.conftest import all_events, receive_json, wait_for_turn_end
+from tests.conftest import all_events, log_in, receive_json, wait_for_turn_end
 from tests.selection.test_questions_live import (
     ask,
     create_conversation,
@@ -24,15 +23,7 @@ def admin(server, people):
     """Alice, made staff, logged in to the admin of the live server."""
     people.alice.user.is_staff = people.alice.user.is_superuser = True
     people.alice.user.save()
-    client = httpx.Client(base_url=server.url, timeout=20, follow_redirects=False)
-    page = client.get("/admin/login/")
-    token = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', page.text).group(1)
-    logged_in = client.post(
-        "/admin/login/",
-        data={"username": "alice", "password": "alice-pw", "csrfmiddlewaretoken": token},
-        headers={"Referer": f"{server.url}/admin/login/"},
-    )
-    assert logged_in.status_code == 302
+    client = log_in(server, "alice", "/admin/login/")
     yield client
     client.close()
 
