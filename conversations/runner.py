@@ -411,12 +411,29 @@ class RunningTurn:
         if self.agent_task is not None:
             self.agent_task.cancel()
 
+    def control(self, message: dict) -> None:
+        """Act on a control message: a wake-up whose news is already in the database."""
+        kind = message.get("type")
+        if kind == "turn.cancel":
+            self.stop()
+        elif kind == "turn.steer" and self.context is not None:
+            self.context._receive_steering(message["seq"], message["input"])
+        elif kind == "selection.wake":
+            from selection.parking import parking
+
+            parking.wake(message["id"], message.get("outcome"))
+
 
 class TurnRunner:
     """Starts turns in this process and keeps track of them until they end."""
 
     def __init__(self):
         self._running: dict[str, RunningTurn] = {}
+        self._by_inbox: dict[str, RunningTurn] = {}
+
+    def by_inbox(self, inbox: str) -> RunningTurn | None:
+        """The turn running here whose control inbox this is, if any."""
+        return self._by_inbox.get(inbox)
 
     def launch(self, turn_id: str) -> None:
         """Start running a turn on the server loop. Safe to call from any thread."""
@@ -451,6 +468,8 @@ class TurnRunner:
     async def _run(self, running: RunningTurn) -> None:
         layer = get_channel_layer()
         inbox = await layer.new_channel("parley.turn.")
+        self._by_inbox[inbox] = running
+        running.task.add_done_callback(lambda _task: self._by_inbox.pop(inbox, None))
         try:
             turn = await run_db(
                 services.turn_mark_running,
@@ -512,22 +531,18 @@ class TurnRunner:
                 logger.exception("Inbox of turn %s failed; retrying", running.turn_id)
                 await asyncio.sleep(0.5)
                 continue
-            kind = message.get("type")
-            if kind == "turn.cancel":
-                running.stop()
-            elif kind == "turn.steer" and running.context is not None:
-                running.context._receive_steering(message["seq"], message["input"])
-            elif kind == "selection.wake":
-                from selection.parking import parking
-
-                parking.wake(message["id"], message.get("outcome"))
+            running.control(message)
 
 
 _sending: set[asyncio.Task] = set()
 
 
 def send_to_inbox(inbox: str, message: dict) -> None:
-    """Send a control message to a turn's inbox (on the server loop; see turn_notify)."""
+    """Send a control message to a turn's inbox (on the server loop; see turn_notify). A turn
+    running in this process gets it at once, without the round trip through the layer."""
+    if (running := turn_runner.by_inbox(inbox)) is not None:
+        running.control(message)
+        return
     task = asyncio.get_running_loop().create_task(_send(inbox, message))
     _sending.add(task)
     task.add_done_callback(_sending.discard)
