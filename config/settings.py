@@ -87,6 +87,8 @@ DATABASES = {
     "default": env.db_url("DATABASE_URL", default=f"sqlite:///{VAR_DIR / 'parley.sqlite3'}"),
 }
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
+    # Django's SQLite backend, with write transactions taking turns in the process (see there).
+    DATABASES["default"]["ENGINE"] = "config.sqlite"
     DATABASES["default"].setdefault("OPTIONS", {}).update(
         {
             # WAL lets the socket replays read while a turn writes; IMMEDIATE takes the write

@@ -195,7 +195,7 @@ class LiveServer:
 
 def _server_database_url() -> str:
     database = settings.DATABASES["default"]
-    if database["ENGINE"] == "django.db.backends.sqlite3":
+    if database["ENGINE"] == "config.sqlite":
         return f"sqlite:///{database['NAME']}"
     # PostgreSQL: the same server, the test database pytest-django created.
     return (

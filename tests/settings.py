@@ -22,7 +22,7 @@ from config.settings import *  # noqa: E402, F403
 from config.settings import DATABASES  # noqa: E402
 
 TEST_DATABASE = SCRATCH / "db.sqlite3"
-if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
+if DATABASES["default"]["ENGINE"] == "config.sqlite":
     DATABASES["default"]["TEST"] = {"NAME": str(TEST_DATABASE)}
 
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
