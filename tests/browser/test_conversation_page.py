@@ -229,6 +229,17 @@ def test_markup_in_inputs_and_agent_output_is_shown_as_text(browsing, conversati
     reply = page.locator(".entry-agent .markdown").last
     expect(reply).to_contain_text("<script>window.pwned = 'script'</script>")
     expect(reply).to_contain_text("<img src=x onerror=")
+    # File names with markup, echoed in a question's prompt (itself rendered as Markdown).
+    for name in ("<b>one.md", "<b>two.md"):
+        (files_root / "notes" / name).write_text("x\n")
+    send(page, "summarize <b>")
+    card = question(page)
+    expect(card.locator(".question-prompt")).to_have_text(
+        "Several files match “<b>”: which one should I summarize?"
+    )
+    expect(card.get_by_label("<b>one.md")).to_be_visible()
+    card.get_by_role("button", name="Dismiss").click()
+    expect(page.locator(".turn-end").last).to_have_text("Completed")
     transcript = page.locator("#transcript")
     expect(transcript.locator("img, script, b")).to_have_count(0)
     expect(transcript.locator("a[href^='javascript']")).to_have_count(0)
@@ -244,7 +255,12 @@ def test_text_confirm_and_form_questions_in_the_page(browsing, conversation, fil
     card.get_by_role("button", name="Send answer").click()
     expect(card.locator(".question-outcome")).to_have_text("Answered by Alice: “ideas-2026.md”")
     confirm = page.locator(".question").nth(1)
-    expect(confirm).to_contain_text("Rename `notes/ideas.md` to `notes/ideas-2026.md`?")
+    expect(confirm.locator(".question-prompt")).to_have_text(
+        "Rename notes/ideas.md to notes/ideas-2026.md?"
+    )
+    expect(confirm.locator(".question-prompt code")).to_have_text(
+        ["notes/ideas.md", "notes/ideas-2026.md"]
+    )
     confirm.get_by_role("button", name="Confirm").click()
     expect(confirm.locator(".question-outcome")).to_have_text("Answered by Alice: yes")
     expect(page.locator(".turn-end")).to_have_text("Completed")

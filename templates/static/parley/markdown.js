@@ -15,3 +15,8 @@ md.renderer.rules.link_open = (tokens, index, options, env, self) => {
 export function renderMarkdown(text) {
   return md.render(text);
 }
+
+// One line of Markdown (a question's prompt): code spans, emphasis and links, no blocks.
+export function renderInlineMarkdown(text) {
+  return md.renderInline(text);
+}

@@ -3,6 +3,7 @@
 
 import { ApiError, api } from "./api.js";
 import { formatBytes, h, personName, uniqueId } from "./dom.js";
+import { renderInlineMarkdown } from "./markdown.js";
 
 const OUTCOME_WORDS = {
   answered: "Answered",
@@ -72,6 +73,9 @@ export class QuestionCard {
     this.error = h("p", { class: "form-error question-error", role: "alert", hidden: true });
     this.outcome = h("p", { class: "question-outcome", hidden: true });
     const addressee = selection.addressee;
+    // The agent's prompt may use Markdown, like the rest of what it says (rendered safely).
+    const prompt = h("p", { class: "question-prompt", id: this.promptId });
+    prompt.innerHTML = renderInlineMarkdown(selection.prompt);
     this.element = h(
       "section",
       {
@@ -87,7 +91,7 @@ export class QuestionCard {
         addressee ? h("span", { class: "question-for" }, `for ${personName(addressee)}`) : null,
         this.countdown,
       ),
-      h("p", { class: "question-prompt", id: this.promptId }, selection.prompt),
+      prompt,
     );
     if (this.canAnswer) {
       this.form = this.buildForm();
@@ -183,6 +187,9 @@ export class QuestionCard {
 
   buildForm() {
     const form = h("form", { class: "question-form", novalidate: true });
+    form.addEventListener("input", () => {
+      this.error.hidden = true;
+    });
     const actions = h("div", { class: "question-actions" });
     const submitWith = (label, collect) => {
       form.addEventListener("submit", (event) => {

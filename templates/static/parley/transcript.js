@@ -35,6 +35,7 @@ export class Transcript {
   }
 
   apply(event) {
+    this.scheduleRender();
     const turn = this.turn(event);
     const data = event.data || {};
     switch (event.type) {
@@ -153,18 +154,25 @@ export class Transcript {
 
   markDirty(message) {
     this.dirty.add(message);
-    if (this.frame === null) this.frame = requestAnimationFrame(() => this.render());
+    this.scheduleRender();
   }
 
-  // Markdown is rendered at most once per frame, however fast the deltas come.
+  // Changes are shown once per frame, however fast the events come: Markdown is rendered then,
+  // and the page follows the end of the transcript if the reader was at the end before.
+  scheduleRender() {
+    if (this.frame === null) {
+      this.follow = this.nearBottom();
+      this.frame = requestAnimationFrame(() => this.render());
+    }
+  }
+
   render() {
     this.frame = null;
-    const follow = this.nearBottom();
     for (const message of this.dirty) {
       message.content.innerHTML = renderMarkdown(message.text ?? message.streamed);
     }
     this.dirty.clear();
-    if (follow) this.scrollToEnd();
+    if (this.follow) this.scrollToEnd();
   }
 
   nearBottom() {
