@@ -60,6 +60,12 @@ def _person(username: str) -> Person:
     return Person(user=user, token=Token.objects.create(user=user).key)
 
 
+def pytest_sessionfinish(session, exitstatus):
+    """Remove the run's scratch folder (test database, files roots), if this run made it."""
+    if os.environ.get("PARLEY_TEST_DIR_MADE_BY") == str(os.getpid()):
+        shutil.rmtree(os.environ["PARLEY_TEST_DIR"], ignore_errors=True)
+
+
 @pytest.fixture
 def files_root():
     """The test workspace's files: a fresh copy of the demo files for every test."""

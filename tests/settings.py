@@ -8,8 +8,12 @@ import os
 import tempfile
 from pathlib import Path
 
-# Set before config.settings reads it, and inherited by every server a test starts.
-SCRATCH = Path(os.environ.setdefault("PARLEY_TEST_DIR", tempfile.mkdtemp(prefix="parley-test-")))
+# Set before config.settings reads it, and inherited by every server a test starts; made (and
+# removed at the end, see conftest) by the test run itself.
+if "PARLEY_TEST_DIR" not in os.environ:
+    os.environ["PARLEY_TEST_DIR"] = tempfile.mkdtemp(prefix="parley-test-")
+    os.environ["PARLEY_TEST_DIR_MADE_BY"] = str(os.getpid())
+SCRATCH = Path(os.environ["PARLEY_TEST_DIR"])
 os.environ.setdefault("PARLEY_FILES_ROOT", str(SCRATCH / "files"))
 os.environ.setdefault(
     "PARLEY_AGENTS",
