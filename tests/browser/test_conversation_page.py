@@ -371,3 +371,24 @@ def test_a_failed_turn_shows_its_error(browsing, people):
     expect(page.locator("details.tool")).to_have_attribute("data-state", "failed")
     expect(page.locator(".entry-agent .markdown")).to_have_text("Starting,")
     expect(page.get_by_role("button", name="Send")).to_be_visible()
+
+
+def test_steering_mid_message_shows_every_word_once_live_and_after_a_reload(browsing, flood):
+    page = browsing.conversation("bob", flood.pk)
+    send(page, "3000 text every 2")
+    expect(page.locator(".entry-agent").last).to_contain_text("w300 ")
+    box = page.get_by_role("textbox", name="Steer the running turn")
+    box.fill("faster, please")
+    box.press("Enter")
+    box.press("Enter")  # a second press while the first is on its way sends nothing more
+    expect(page.locator(".turn-end")).to_have_text("Completed", timeout=60_000)
+    expected = " ".join(f"w{n}" for n in range(1, 3001))
+    for _ in range(2):
+        expect(page.locator(".entry-steer")).to_have_count(1)
+        expect(page.locator(".entry-steer .entry-text")).to_have_text("faster, please")
+        parts = page.locator(".entry-agent .markdown")
+        expect(parts).to_have_count(2)  # before the steering, and after it
+        first, rest = (text.strip() for text in parts.all_inner_texts())
+        assert first and rest and f"{first} {rest}" == expected
+        page.reload()
+        expect(page.locator(".turn-end")).to_have_text("Completed")

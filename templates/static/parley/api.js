@@ -20,10 +20,17 @@ export class ApiError extends Error {
   }
 }
 
+// The cookie's token if there is one (it changes when the person logs in again in another tab),
+// else the one the page was rendered with.
+function currentCsrfToken() {
+  const cookie = document.cookie.split("; ").find((pair) => pair.startsWith("csrftoken="));
+  return cookie ? decodeURIComponent(cookie.slice("csrftoken=".length)) : csrfToken;
+}
+
 export async function api(path, { method = "GET", body } = {}) {
   const headers = { Accept: "application/json" };
   if (body !== undefined) headers["Content-Type"] = "application/json";
-  if (method !== "GET") headers["X-CSRFToken"] = csrfToken;
+  if (method !== "GET") headers["X-CSRFToken"] = currentCsrfToken();
   let response;
   try {
     response = await fetch(`/api${path}`, {

@@ -53,10 +53,12 @@ function showConnection(state, retryAt) {
     closed: "Disconnected",
   };
   if (state === "reconnecting") {
+    // The seconds tick visibly; a screen reader hears the state once, not every second.
+    const seconds = h("span", { "aria-hidden": "true" });
     const show = () => {
-      const seconds = Math.max(0, Math.ceil((retryAt - Date.now()) / 1000));
-      connectionText.textContent = `Connection lost: reconnecting in ${seconds} s`;
+      seconds.textContent = ` in ${Math.max(0, Math.ceil((retryAt - Date.now()) / 1000))} s`;
     };
+    connectionText.replaceChildren("Connection lost: reconnecting", seconds);
     show();
     retryTicker = setInterval(show, 1000);
   } else {
@@ -64,9 +66,15 @@ function showConnection(state, retryAt) {
   }
 }
 
+// The seq the page must reach to have caught up with what was stored when it (re)connected:
+// until then it is replaying history, which is shown but not announced or acted upon.
+let caughtUpAt = Number.POSITIVE_INFINITY;
+
 const stream = new ConversationStream({
   conversationId,
   onReady(ready) {
+    caughtUpAt = Math.min(caughtUpAt, ready.latest_seq);
+    catchUp();
     if (ready.latest_seq === 0) {
       const empty = document.getElementById("transcript-empty");
       if (empty) {
@@ -80,6 +88,7 @@ const stream = new ConversationStream({
   onEvent(event) {
     transcript.apply(event);
     markProgress();
+    catchUp();
   },
   onPresence: showPresence,
   onState: showConnection,
@@ -90,6 +99,10 @@ const stream = new ConversationStream({
   },
 });
 retryButton.addEventListener("click", () => stream.reconnectNow());
+
+function catchUp() {
+  if (stream.lastSeq >= caughtUpAt && !transcript.live) transcript.goLive();
+}
 
 // The last seq applied, on the page (for people debugging, and the browser tests).
 let progressFrame = null;
@@ -158,14 +171,19 @@ function showComposerError(message) {
   composerError.hidden = !message;
 }
 
+let sending = false;
+
 async function send() {
   const text = input.value.trim();
   if (!text) {
     input.focus();
     return;
   }
+  if (sending) return;
+  sending = true;
   showComposerError("");
   sendButton.disabled = true;
+  input.readOnly = true;
   const path = `/conversations/${encodeURIComponent(conversationId)}`;
   try {
     if (activeTurn) {
@@ -177,23 +195,34 @@ async function send() {
   } catch (error) {
     if (!(error instanceof ApiError)) throw error;
     if (error.code === "turn_in_progress") {
-      activeTurn = { id: error.details.turn, status: "running" };
-      updateComposer();
-      showComposerError("Someone started a turn a moment ago. Press Steer to add your message to it.");
+      adoptActiveTurn(error.details.turn);
+      showComposerError(
+        activeTurn
+          ? "Someone started a turn a moment ago. Press Steer to add your message to it."
+          : "A turn was running a moment ago. Press Send again.",
+      );
     } else if (error.code === "no_active_turn") {
-      activeTurn = null;
-      updateComposer();
+      adoptActiveTurn(null);
       showComposerError("That turn has just ended. Press Send to start a new one.");
     } else if (error.code === "turn_mismatch") {
-      activeTurn = { id: error.details.turn, status: "running" };
-      updateComposer();
+      adoptActiveTurn(error.details.turn);
       showComposerError("Another turn is running now. Press Steer to add your message to it.");
     } else {
       showComposerError(error.message);
     }
   } finally {
+    sending = false;
     sendButton.disabled = false;
+    input.readOnly = false;
   }
+}
+
+// A turn the server says is active, unless this page has already seen it end.
+function adoptActiveTurn(turnId) {
+  const known = turnId && transcript.turns.get(turnId);
+  const ended = known && ["completed", "failed", "cancelled"].includes(known.status);
+  activeTurn = turnId && !ended ? { id: turnId, status: "running" } : null;
+  updateComposer();
 }
 
 async function stop() {
@@ -221,6 +250,7 @@ if (composer) {
   input.addEventListener("keydown", (event) => {
     if (event.key === "Enter" && !event.shiftKey && !event.isComposing) {
       event.preventDefault();
+      if (event.repeat) return;
       composer.requestSubmit();
     }
   });

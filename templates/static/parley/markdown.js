@@ -12,6 +12,17 @@ md.renderer.rules.link_open = (tokens, index, options, env, self) => {
   return linkOpen(tokens, index, options, env, self);
 };
 
+// Aligned table cells get a class, not a style attribute (which the page's policy refuses).
+for (const rule of ["th_open", "td_open"]) {
+  md.renderer.rules[rule] = (tokens, index, options, env, self) => {
+    const token = tokens[index];
+    const align = /text-align:\s*(left|center|right)/.exec(token.attrGet("style") || "");
+    token.attrs = (token.attrs || []).filter(([name]) => name !== "style");
+    if (align) token.attrJoin("class", `align-${align[1]}`);
+    return renderToken(tokens, index, options, env, self);
+  };
+}
+
 export function renderMarkdown(text) {
   return md.render(text);
 }

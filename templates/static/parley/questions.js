@@ -71,7 +71,7 @@ export class QuestionCard {
     this.promptId = uniqueId("question-prompt");
     this.countdown = h("span", { class: "question-countdown" });
     this.error = h("p", { class: "form-error question-error", role: "alert", hidden: true });
-    this.outcome = h("p", { class: "question-outcome", hidden: true });
+    this.outcome = h("p", { class: "question-outcome", role: "status", tabindex: "-1", hidden: true });
     const addressee = selection.addressee;
     // The agent's prompt may use Markdown, like the rest of what it says (rendered safely).
     const prompt = h("p", { class: "question-prompt", id: this.promptId });
@@ -104,6 +104,12 @@ export class QuestionCard {
     if (selection.status && selection.status !== "pending") this.resolve(selection);
   }
 
+  // Load what the widget needs from the server (a path picker's folder), once, if the question
+  // is still waiting: not for every old question replayed from the log.
+  activate() {
+    if (this.status === "pending" && this.picker && !this.picker.opened) this.picker.open("");
+  }
+
   get canAnswer() {
     if (this.role !== "owner" && this.role !== "member") return false;
     const addressee = this.selection.addressee;
@@ -134,6 +140,8 @@ export class QuestionCard {
     if (this.status !== "pending" || !status || status === "pending") return;
     this.status = status;
     this.element.dataset.status = status;
+    // Whoever was working in the widget keeps their place: on its outcome.
+    const hadFocus = this.element.contains(document.activeElement);
     if (this.form) this.form.remove();
     this.element.querySelector(".question-waiting")?.remove();
     this.countdown.textContent = "";
@@ -144,9 +152,11 @@ export class QuestionCard {
     if (status === "expired") text += ": nobody answered in time";
     this.outcome.textContent = text;
     this.outcome.hidden = false;
+    if (hadFocus) this.outcome.focus();
   }
 
   async reply(body) {
+    const focused = document.activeElement;
     this.setBusy(true);
     this.error.hidden = true;
     try {
@@ -167,6 +177,8 @@ export class QuestionCard {
       }
     } finally {
       this.setBusy(false);
+      // Disabling the control that was pressed took the focus away; give it back.
+      if (this.status === "pending" && focused && this.element.contains(focused)) focused.focus();
     }
   }
 
@@ -359,6 +371,11 @@ export class QuestionCard {
           answer[name] = control.checked;
           continue;
         }
+        if (control.validity && control.validity.badInput) {
+          this.showError(`${field.title || name} must be a number.`);
+          control.focus();
+          return undefined;
+        }
         const raw = control.value.trim();
         if (raw === "") {
           if (required.has(name)) {
@@ -368,20 +385,22 @@ export class QuestionCard {
           }
           continue;
         }
-        answer[name] = field.type === "integer" || field.type === "number" ? Number(raw) : raw;
+        if (field.type === "integer" || field.type === "number") answer[name] = Number(raw);
+        // A date-time input gives local time without a zone; the schema wants RFC 3339.
+        else if (field.format === "date-time") answer[name] = new Date(raw).toISOString();
+        else answer[name] = raw;
       }
       return answer;
     });
   }
 
   buildPath(form, submitWith) {
-    const picker = new PathPicker(this);
-    form.append(picker.element);
+    this.picker = new PathPicker(this);
+    form.append(this.picker.element);
     submitWith("Choose", () => {
-      const picked = picker.picked();
+      const picked = this.picker.picked();
       return picked === null ? this.required("", "Pick one first.") : picked;
     });
-    picker.open("");
   }
 
   labelledInput(form, text, type) {
@@ -413,6 +432,8 @@ class PathPicker {
       h("nav", { "aria-label": "Folder" }, this.crumbs),
       this.list,
     );
+    this.opened = false;
+    this.requests = 0;
   }
 
   picked() {
@@ -421,6 +442,9 @@ class PathPicker {
   }
 
   async open(path) {
+    this.opened = true;
+    const request = ++this.requests;
+    const hadFocus = this.element.contains(document.activeElement);
     this.list.setAttribute("aria-busy", "true");
     let listing;
     try {
@@ -428,13 +452,17 @@ class PathPicker {
       listing = await api(`/selections/${encodeURIComponent(this.selection.id)}/browse/${query}`);
     } catch (error) {
       if (!(error instanceof ApiError)) throw error;
+      if (request !== this.requests) return;
       this.list.removeAttribute("aria-busy");
       // A settled question is shown as settled by its event; anything else is worth saying.
       if (error.status !== 409 && error.status !== 410) this.card.showError(error.message);
       return;
     }
+    if (request !== this.requests) return; // a later click asked for another folder
     this.list.removeAttribute("aria-busy");
     this.render(listing);
+    // Opening a folder replaced the row that had the focus: keep the person in the picker.
+    if (hadFocus) (this.list.querySelector("input, button") || this.crumbs.querySelector("span"))?.focus();
   }
 
   render(listing) {
@@ -448,7 +476,7 @@ class PathPicker {
           "li",
           {},
           here
-            ? h("span", { "aria-current": "location" }, name)
+            ? h("span", { "aria-current": "location", tabindex: "-1" }, name)
             : h("button", { type: "button", class: "link-button", onclick: () => this.open(target) }, name),
         );
       }),

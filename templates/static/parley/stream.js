@@ -9,6 +9,9 @@
 
 const BACKOFF_SECONDS = [1, 2, 4, 8, 16];
 const RESUME_REF = "resume";
+// A resume that brings nothing back this long is given up: the socket is dropped and the
+// reconnect (from the last seq applied) fills the hole instead.
+const RESUME_PATIENCE_MS = 5000;
 
 export class ConversationStream {
   constructor({ conversationId, onReady, onEvent, onPresence, onState, onClosedForGood }) {
@@ -30,19 +33,32 @@ export class ConversationStream {
 
   start() {
     this.connect();
-    window.addEventListener("online", () => this.reconnectNow());
-    window.addEventListener("offline", () => {
-      if (this.socket) this.socket.close(4000, "offline");
+    window.addEventListener("online", () => {
+      this.attempts = 0;
+      this.reconnectNow();
     });
+    window.addEventListener("offline", () => this.wentOffline());
+  }
+
+  // The network is gone: say so at once, and wait for it to come back (the `online` event)
+  // rather than retrying on a timer; a half-dead socket could otherwise look live for minutes.
+  wentOffline() {
+    if (this.stopped) return;
+    clearTimeout(this.timer);
+    this.stopResumeWatch();
+    const socket = this.socket;
+    this.socket = null;
+    if (socket) socket.close(4000, "offline");
+    this.setState("offline");
   }
 
   connect() {
     clearTimeout(this.timer);
+    this.stopResumeWatch();
     const scheme = window.location.protocol === "https:" ? "wss" : "ws";
     const url =
       `${scheme}://${window.location.host}/ws/conversations/${encodeURIComponent(this.conversationId)}/` +
       `?from_seq=${this.lastSeq}&presence=1`;
-    this.resuming = false;
     this.setState("connecting");
     const socket = new WebSocket(url);
     this.socket = socket;
@@ -82,10 +98,9 @@ export class ConversationStream {
         this.onPresence(frame.people);
         break;
       case "ws.ack":
-        if (frame.ref === RESUME_REF) this.resuming = false;
         break;
       case "ws.error":
-        if (frame.ref === RESUME_REF) this.resuming = false;
+        if (frame.ref === RESUME_REF) this.stopResumeWatch();
         if (frame.code === "invalid_from_seq") {
           // The conversation no longer has what this page holds (its log was reset): start over.
           this.stopped = true;
@@ -108,13 +123,23 @@ export class ConversationStream {
       // A hole: ask for everything after the last event applied; later frames are dropped
       // until the missing ones arrive, in order.
       this.stats.holes += 1;
-      if (!this.resuming) {
-        this.resuming = this.send({ type: "resume", ref: RESUME_REF, from_seq: this.lastSeq });
+      if (!this.resuming && this.send({ type: "resume", ref: RESUME_REF, from_seq: this.lastSeq })) {
+        this.resuming = true;
+        this.resumeWatch = setTimeout(() => {
+          if (this.resuming && this.socket) this.socket.close(4000, "resume brought nothing");
+        }, RESUME_PATIENCE_MS);
       }
       return;
     }
     this.lastSeq = frame.seq;
+    // The next event in order: the hole, if there was one, is filled.
+    if (this.resuming) this.stopResumeWatch();
     this.onEvent(frame);
+  }
+
+  stopResumeWatch() {
+    this.resuming = false;
+    clearTimeout(this.resumeWatch);
   }
 
   closed(socket, event) {
@@ -127,10 +152,15 @@ export class ConversationStream {
       this.onClosedForGood(event.code === 4401 ? "signed-out" : "forbidden");
       return;
     }
+    this.stopResumeWatch();
+    if (navigator.onLine === false) {
+      this.setState("offline"); // the `online` event reconnects
+      return;
+    }
     const base = BACKOFF_SECONDS[Math.min(this.attempts, BACKOFF_SECONDS.length - 1)];
     const delay = base * (0.5 + Math.random()) * 1000;
     this.attempts += 1;
-    this.setState(navigator.onLine === false ? "offline" : "reconnecting", Date.now() + delay);
+    this.setState("reconnecting", Date.now() + delay);
     this.timer = setTimeout(() => this.connect(), delay);
   }
 

@@ -32,6 +32,15 @@ export class Transcript {
     this.dirty = new Set();
     this.frame = null;
     this.active = null;
+    // False while the page replays history; see goLive.
+    this.live = false;
+  }
+
+  // The page has caught up with what was stored: from now on questions load what they need
+  // (a picker's folder), and failures are announced as they happen.
+  goLive() {
+    this.live = true;
+    for (const card of this.questions.values()) card.activate();
   }
 
   apply(event) {
@@ -63,6 +72,9 @@ export class Transcript {
         this.setStatus(turn, "running");
         break;
       case "turn.steered":
+        // Steering can come while the agent is mid-message: that message goes on after the
+        // steering entry, showing only what follows it (see openMessage).
+        if (turn.message) turn.carried += turn.message.streamed.length;
         this.closeMessage(turn);
         turn.body.append(
           h(
@@ -90,7 +102,17 @@ export class Transcript {
       const body = h("div", { class: "turn-body" });
       const end = h("footer", { class: "turn-end", hidden: true });
       const element = h("article", { class: "turn", dataset: { turn: event.turn } }, body, end);
-      turn = { id: event.turn, element, body, end, status: null, message: null, tools: new Map() };
+      turn = {
+        id: event.turn,
+        element,
+        body,
+        end,
+        status: null,
+        message: null,
+        // Text of the agent's current message already shown before a steering entry.
+        carried: 0,
+        tools: new Map(),
+      };
       this.turns.set(event.turn, turn);
       document.getElementById("transcript-empty")?.remove();
       this.root.append(element);
@@ -127,20 +149,28 @@ export class Transcript {
         content,
       );
       turn.body.append(element);
-      turn.message = { element, content, streamed: "", text: null };
+      turn.message = { element, content, streamed: "", text: null, offset: turn.carried };
     }
     return turn.message;
   }
 
   completeMessage(turn, text) {
     const message = this.openMessage(turn);
-    if (message.streamed !== text && message.streamed !== "") {
+    const own = text.slice(message.offset);
+    if (message.streamed !== own && message.streamed !== "") {
       // Never expected: every delta is applied once, in order. Say so, and show the whole text.
       console.warn("parley: repaired a message whose streamed text differed from the stored one", {
         turn: turn.id,
       });
     }
-    message.text = text;
+    turn.carried = 0;
+    if (own === "" && message.streamed === "") {
+      // All of it was shown before a steering entry.
+      message.element.remove();
+      turn.message = null;
+      return;
+    }
+    message.text = own;
     this.closeMessage(turn);
   }
 
@@ -231,6 +261,7 @@ export class Transcript {
     const card = new QuestionCard(selection, { me: this.me, role: this.role });
     this.questions.set(selection.id, card);
     turn.body.append(card.element);
+    if (this.live) card.activate();
     this.setStatus(turn, "awaiting_input");
   }
 
@@ -246,7 +277,7 @@ export class Transcript {
     turn.end.textContent = text;
     turn.end.hidden = false;
     turn.end.dataset.status = status;
-    if (status === "failed") turn.end.setAttribute("role", "alert");
+    if (status === "failed" && this.live) turn.end.setAttribute("role", "alert");
     this.setStatus(turn, status);
   }
 
