@@ -5,6 +5,7 @@ import json
 
 from django import forms
 from django.contrib import admin, messages
+from django.contrib.admin.utils import quote
 from django.shortcuts import get_object_or_404, redirect
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
@@ -98,7 +99,8 @@ class SelectionAdmin(admin.ModelAdmin):
                 form.add_error(None, error.message)
             else:
                 self.message_user(request, f"{selection.pk}: {selection.status}.")
-                return redirect("admin:selection_selection_change", selection.pk)
+                # Admin URLs carry ids quoted ("_" is its escape character, as in "s_…").
+                return redirect("admin:selection_selection_change", quote(selection.pk))
         context = {
             **self.admin_site.each_context(request),
             "title": f"Answer {selection.pk}",

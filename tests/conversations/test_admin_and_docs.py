@@ -3,6 +3,7 @@
 import re
 
 import pytest
+from django.contrib.admin.utils import quote
 from django.contrib.auth import get_user_model
 from django.core.management import call_command
 
@@ -40,7 +41,8 @@ def test_admin_lists_every_model(admin_client, finished_turn):
 
 
 def test_admin_turn_page_shows_its_event_timeline(admin_client, finished_turn):
-    page = admin_client.get(f"/admin/conversations/turn/{finished_turn.pk}/change/")
+    # The admin quotes ids in its URLs: "_" is its escape character (t_40… would be t@…).
+    page = admin_client.get(f"/admin/conversations/turn/{quote(finished_turn.pk)}/change/")
     assert page.status_code == 200
     html = page.content.decode()
     rows = re.findall(r"<tr><td>([^<]+)</td><td>[^<]+</td><td><code>([^<]+)</code></td>", html)
@@ -60,7 +62,7 @@ def test_admin_conversation_pages_link_to_the_live_page(admin_client, finished_t
     listing = admin_client.get("/admin/conversations/conversation/").content.decode()
     assert live in listing
     page = admin_client.get(
-        f"/admin/conversations/conversation/{finished_turn.conversation_id}/change/"
+        f"/admin/conversations/conversation/{quote(finished_turn.conversation_id)}/change/"
     ).content.decode()
     assert "View on site" in page
 
@@ -118,3 +120,29 @@ def test_seed_demo_is_idempotent_and_prints_credentials(db, settings, tmp_path, 
     assert "alice-parley" in first and "copied 8 sample files" in first
     assert "copied" not in second and workspace.conversations.count() == 1
     assert (tmp_path / "demo" / "reports" / "q4-plan.md").is_file()
+
+
+def test_admin_links_and_redirects_survive_ids_that_look_like_its_escapes(
+    admin_client, people, conversation
+):
+    from selection.services import selection_request
+
+    turn, _ = services.turn_start(conversation=conversation, user=people.bob.user, input="hi")
+    # "_40" is how the admin escapes "@": a naive URL would name another id.
+    question = selection_request(
+        selection_id="s_40ab40ab40ab40ab",
+        turn_id=turn.pk,
+        ordinal=1,
+        fields={"kind": "text", "prompt": "Well?"},
+        timeout_seconds=60,
+    )
+    answered = admin_client.post(
+        f"/admin/selection/selection/{question.pk}/answer/",
+        {"action": "dismiss", "answer": ""},
+    )
+    assert answered.status_code == 302
+    page = admin_client.get(answered["Location"])
+    assert page.status_code == 200 and "s_40ab40ab40ab40ab" in page.content.decode()
+    listing = admin_client.get("/admin/selection/selection/").content.decode()
+    change = re.search(r'href="([^"]+/change/)"', listing).group(1)
+    assert admin_client.get(change).status_code == 200

@@ -6,6 +6,7 @@ import json
 import re
 
 import pytest
+from django.contrib.admin.utils import quote
 
 from tests.conftest import all_events, log_in, receive_json, wait_for_turn_end
 from tests.selection.test_questions_live import (
@@ -164,7 +165,7 @@ def test_admin_pages_show_questions_with_filters(server, people, admin):
         listing = admin.get("/admin/selection/selection/?status__exact=pending&kind__exact=choice")
         assert listing.status_code == 200 and sid in listing.text
         assert sid not in admin.get("/admin/selection/selection/?status__exact=answered").text
-        detail = admin.get(f"/admin/selection/selection/{sid}/change/")
+        detail = admin.get(f"/admin/selection/selection/{quote(sid)}/change/")
         assert "Answer this question" in detail.text
         reply(client, sid, answer="y")
         wait_for_turn_end(client, cid)
