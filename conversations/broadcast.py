@@ -141,7 +141,8 @@ class Hub:
         runtime.call_soon(self._presence_changed, conversation_id, True)
 
     def _presence_changed(self, conversation_id: str, forward: bool) -> None:
-        if conversation_id in self._subscriptions and conversation_id not in self._presence_due:
+        wanted = any(s.on_presence for s in self._subscriptions.get(conversation_id, ()))
+        if wanted and conversation_id not in self._presence_due:
             self._presence_due[conversation_id] = asyncio.get_running_loop().create_task(
                 self._refresh_presence(conversation_id)
             )

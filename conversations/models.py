@@ -36,6 +36,9 @@ class Membership(models.Model):
         MEMBER = "member", "Member"
         VIEWER = "viewer", "Viewer"
 
+    # The roles that may act (start, steer and stop turns, answer questions); viewers watch.
+    ACTING_ROLES = (Role.OWNER, Role.MEMBER)
+
     workspace = models.ForeignKey(Workspace, on_delete=models.CASCADE, related_name="memberships")
     user = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="memberships"
@@ -54,7 +57,7 @@ class Membership(models.Model):
     @property
     def can_act(self) -> bool:
         """Owners and members may start, steer and stop turns and answer questions."""
-        return self.role in (self.Role.OWNER, self.Role.MEMBER)
+        return self.role in self.ACTING_ROLES
 
 
 class Conversation(models.Model):

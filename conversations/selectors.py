@@ -106,7 +106,7 @@ def acting_member(*, workspace_id: int, username: str):
         Membership.objects.filter(
             workspace_id=workspace_id,
             user__username=username,
-            role__in=[Membership.Role.OWNER, Membership.Role.MEMBER],
+            role__in=Membership.ACTING_ROLES,
         )
         .select_related("user")
         .first()

@@ -16,6 +16,7 @@ from . import selectors, services
 from .access import conversation_access, workspace_access
 from .events import person
 from .exceptions import ApplicationError
+from .models import Membership
 
 
 def content_security_policy(view):
@@ -47,7 +48,7 @@ def home(request):
         by_workspace[conversation.workspace_id].append(conversation)
     for workspace in workspaces:
         workspace.recent = by_workspace[workspace.pk][:50]
-        workspace.can_act = workspace.role != "viewer"
+        workspace.can_act = workspace.role in Membership.ACTING_ROLES
     return render(request, "home.html", {"workspaces": workspaces})
 
 
@@ -81,12 +82,7 @@ def conversation_page(request, conversation_id):
     except ApplicationError:
         raise Http404("No such conversation.") from None
     config = {
-        "conversation": {
-            "id": conversation.pk,
-            "title": conversation.title,
-            "agent": conversation.agent,
-            "workspace": {"slug": conversation.workspace.slug, "name": conversation.workspace.name},
-        },
+        "conversation": conversation.pk,
         "me": person(request.user),
         "role": membership.role,
         "csrf": get_token(request),

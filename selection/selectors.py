@@ -61,9 +61,7 @@ def selections_answerable_by(
 ) -> QuerySet[Selection]:
     """Questions the person may answer: in workspaces where they are an owner or a member,
     addressed to nobody or to them (owners may answer any)."""
-    acting = Membership.objects.filter(
-        user=user, role__in=[Membership.Role.OWNER, Membership.Role.MEMBER]
-    )
+    acting = Membership.objects.filter(user=user, role__in=Membership.ACTING_ROLES)
     owner_of = acting.filter(role=Membership.Role.OWNER).values("workspace_id")
     selections = Selection.objects.filter(
         conversation__workspace__in=acting.values("workspace_id")

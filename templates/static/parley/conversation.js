@@ -4,10 +4,10 @@
 import { ApiError, api, configureApi } from "./api.js";
 import { h, personName } from "./dom.js";
 import { ConversationStream } from "./stream.js";
-import { Transcript } from "./transcript.js";
+import { TERMINAL_STATUSES, Transcript } from "./transcript.js";
 
 const config = JSON.parse(document.getElementById("parley-config").textContent);
-const conversationId = config.conversation.id;
+const conversationId = config.conversation;
 const canAct = config.role === "owner" || config.role === "member";
 configureApi({ csrf: config.csrf, login: config.login_url });
 
@@ -26,7 +26,7 @@ const transcript = new Transcript(document.getElementById("transcript"), {
   me: config.me,
   role: config.role,
   onTurnChange(turnId, status, ending) {
-    const ended = ["completed", "failed", "cancelled"].includes(status);
+    const ended = TERMINAL_STATUSES.has(status);
     activeTurn = ended ? null : { id: turnId, status };
     if (ended) stopping = false;
     turnStatus.textContent = ended ? ending : TURN_STATUS_WORDS[status] || "";
@@ -220,7 +220,7 @@ async function send() {
 // A turn the server says is active, unless this page has already seen it end.
 function adoptActiveTurn(turnId) {
   const known = turnId && transcript.turns.get(turnId);
-  const ended = known && ["completed", "failed", "cancelled"].includes(known.status);
+  const ended = known && TERMINAL_STATUSES.has(known.status);
   activeTurn = turnId && !ended ? { id: turnId, status: "running" } : null;
   updateComposer();
 }

@@ -7,6 +7,7 @@ import { renderMarkdown } from "./markdown.js";
 import { QuestionCard } from "./questions.js";
 
 const TERMINAL = new Set(["turn.completed", "turn.failed", "turn.cancelled"]);
+export const TERMINAL_STATUSES = new Set(["completed", "failed", "cancelled"]);
 const MAX_SHOWN_JSON = 20000;
 
 function shortArguments(args) {
@@ -297,5 +298,3 @@ export class Transcript {
     for (const card of this.questions.values()) card.tick(now);
   }
 }
-
-const TERMINAL_STATUSES = new Set(["completed", "failed", "cancelled"]);
