@@ -10,7 +10,7 @@ django_asgi_app = get_asgi_application()
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 
 from conversations.auth import BrowserOriginValidator, WebSocketAuthMiddleware  # noqa: E402
-from conversations.process import runtime  # noqa: E402
+from conversations.process import server_loop  # noqa: E402
 from conversations.routing import websocket_urlpatterns  # noqa: E402
 
 router = ProtocolTypeRouter(
@@ -26,5 +26,5 @@ router = ProtocolTypeRouter(
 async def application(scope, receive, send):
     # The first connection of any kind adopts the server loop for turns and their upkeep
     # (Daphne has no lifespan events to do it at start-up).
-    runtime.bind()
+    server_loop.bind()
     return await router(scope, receive, send)

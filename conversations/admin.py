@@ -8,8 +8,8 @@ from django.contrib import admin, messages
 from django.utils.html import format_html, format_html_join
 
 from . import services
-from .exceptions import ApplicationError
 from .models import Conversation, Membership, Turn, TurnEvent, Watcher, Workspace
+from .shared import ApplicationError
 
 
 class MembershipInline(admin.TabularInline):

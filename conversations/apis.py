@@ -1,25 +1,19 @@
 """The REST API for workspaces, conversations, turns and events (thin: parse, call, answer)."""
 
-from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
+from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import serializers, status
 from rest_framework.pagination import LimitOffsetPagination
 from rest_framework.renderers import JSONRenderer
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from . import selectors, services
+from . import seams, selectors, services
 from .access import conversation_access, workspace_access
 from .events import check_seq_within, parse_seq
-from .exceptions import ApplicationError
+from .shared import ApplicationError, ErrorSerializer
 from .sse import tail_response
 
 MAX_EVENTS_PAGE = 1000
-
-
-class ErrorSerializer(serializers.Serializer):
-    error = inline_serializer(
-        "ErrorBody", {"code": serializers.CharField(), "message": serializers.CharField()}
-    )
 
 
 class PersonSerializer(serializers.Serializer):
@@ -59,10 +53,8 @@ class ConversationOutputSerializer(serializers.Serializer):
 
 def in_flight_payloads(conversations) -> list[dict]:
     """What a reconnecting client needs to know about each conversation's progress."""
-    from selection.selectors import pending_selection_payloads
-
     conversations = list(conversations)
-    pending = pending_selection_payloads(conversation_ids=[c.pk for c in conversations])
+    pending = seams.questions.get().pending_payloads(conversation_ids=[c.pk for c in conversations])
     return [in_flight_payload(c, pending[c.pk]) for c in conversations]
 
 

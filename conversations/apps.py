@@ -6,3 +6,14 @@ from django.apps import AppConfig
 class ConversationsConfig(AppConfig):
     name = "conversations"
     verbose_name = "Conversations"
+
+    def ready(self):
+        # The turn runtime sits above the services that launch and notify turns: it is
+        # plugged in here rather than imported by them (see conversations.seams).
+        from . import seams
+        from .process import server_loop
+        from .runtime.runner import turn_runner
+        from .runtime.upkeep import Upkeep
+
+        seams.turns.register(turn_runner)
+        server_loop.on_bind(Upkeep(turn_runner).start)

@@ -15,7 +15,7 @@ from channels.layers import get_channel_layer
 from . import selectors
 from .dbthreads import run_db
 from .events import Frame, encode
-from .process import layer_is_shared, process_id, runtime
+from .process import layer_is_shared, process_id, server_loop
 
 logger = logging.getLogger(__name__)
 
@@ -90,11 +90,8 @@ class Hub:
         self._membership = asyncio.Lock()
         self._presence_due: dict[str, asyncio.Task] = {}
 
-    def watcher_count(self, conversation_id: str) -> int:
-        return len(self._subscriptions.get(conversation_id, ()))
-
     async def subscribe(self, conversation_id: str) -> Subscription:
-        runtime.bind()
+        server_loop.bind()
         subscription = Subscription(conversation_id)
         watchers = self._subscriptions.setdefault(conversation_id, set())
         first = not watchers
@@ -129,7 +126,7 @@ class Hub:
         database threads); the work itself happens on the server loop.
         """
         if frames:
-            runtime.call_soon(self._publish_on_loop, conversation_id, frames)
+            server_loop.call_soon(self._publish_on_loop, conversation_id, frames)
 
     def _publish_on_loop(self, conversation_id: str, frames: list[Frame]) -> None:
         self._deliver(conversation_id, frames)
@@ -138,7 +135,7 @@ class Hub:
     def presence_changed(self, conversation_id: str) -> None:
         """Someone came to or left a conversation: watchers here and in other processes that
         asked for presence get the new list. Safe to call from any thread."""
-        runtime.call_soon(self._presence_changed, conversation_id, True)
+        server_loop.call_soon(self._presence_changed, conversation_id, True)
 
     def _presence_changed(self, conversation_id: str, forward: bool) -> None:
         wanted = any(s.on_presence for s in self._subscriptions.get(conversation_id, ()))

@@ -10,14 +10,14 @@ from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
 from django.conf import settings
 
-from . import services
+from . import seams, services
 from .access import conversation_access
 from .dbthreads import run_db
 from .events import check_seq_within, parse_seq
-from .exceptions import ApplicationError
 from .feed import ConversationFeed
 from .process import process_id
 from .selectors import conversation_with_state
+from .shared import ApplicationError
 
 logger = logging.getLogger(__name__)
 
@@ -235,26 +235,18 @@ class ConversationConsumer(AsyncWebsocketConsumer):
         )
 
     async def frame_selection_reply(self, frame: dict) -> dict:
-        selection = await database_sync_to_async(self._selection_reply)(frame)
-        return {"selection": selection.pk, "status": selection.status}
+        return await database_sync_to_async(self._selection_reply)(frame)
 
-    def _selection_reply(self, frame: dict):
-        from selection.access import selection_access
-        from selection.services import selection_reply
-
+    def _selection_reply(self, frame: dict) -> dict:
         if ("answer" in frame) == ("action" in frame):
             raise ApplicationError("invalid", "Send either an answer or an action.")
         selection_id = frame.get("selection_id")
         if not isinstance(selection_id, str):
             raise ApplicationError("invalid", "selection_id: the id of the question.")
-        selection = selection_access(
-            user=self.scope["user"], selection_id=selection_id, answering=True
-        )
-        if selection.conversation_id != self.conversation_id:
-            raise ApplicationError("not_found", "Selection was not found.", status=404)
-        return selection_reply(
-            selection=selection,
+        return seams.questions.get().reply(
             user=self.scope["user"],
+            conversation_id=self.conversation_id,
+            selection_id=selection_id,
             answer=frame.get("answer"),
             action=frame.get("action"),
         )

@@ -1,13 +1,33 @@
-"""The event envelope, built in exactly one place, and its once-per-process encoding as a frame."""
+"""The events a conversation records: their types, the envelope (built in exactly one place),
+and its once-per-process encoding as a frame."""
 
 from dataclasses import dataclass
 from datetime import datetime
 
 import orjson
+from django.db import models
 
-from .exceptions import ApplicationError
+from .shared import ApplicationError
 
-TERMINAL_EVENT_TYPES = frozenset({"turn.completed", "turn.failed", "turn.cancelled"})
+
+class EventType(models.TextChoices):
+    TURN_STARTED = "turn.started"
+    MESSAGE_DELTA = "message.delta"
+    MESSAGE_COMPLETED = "message.completed"
+    TOOL_STARTED = "tool.started"
+    TOOL_COMPLETED = "tool.completed"
+    SELECTION_REQUESTED = "selection.requested"
+    SELECTION_RESOLVED = "selection.resolved"
+    TURN_STEERED = "turn.steered"
+    TURN_COMPLETED = "turn.completed"
+    TURN_FAILED = "turn.failed"
+    TURN_CANCELLED = "turn.cancelled"
+
+
+# Every turn ends with exactly one of these, last.
+TERMINAL_EVENT_TYPES = frozenset(
+    {EventType.TURN_COMPLETED.value, EventType.TURN_FAILED.value, EventType.TURN_CANCELLED.value}
+)
 
 
 def format_ts(moment: datetime) -> str:
@@ -74,17 +94,6 @@ class FrameEncoder:
             f'"turn":{self._quote(turn_id)},"ts":{ts},"data":{data_json}}}'
         )
         return Frame(seq=seq, type=type, turn_id=turn_id, text=text)
-
-
-def person(user) -> dict | None:
-    """How a person appears in events: who started, steered, stopped or answered."""
-    if user is None or not getattr(user, "is_authenticated", False):
-        return None
-    return {
-        "id": user.pk,
-        "username": user.get_username(),
-        "name": user.get_full_name() or user.get_username(),
-    }
 
 
 def parse_seq(value, name: str = "from_seq") -> int:

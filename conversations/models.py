@@ -7,7 +7,8 @@ from django.db import models
 from django.db.models import Q
 from django.urls import reverse
 
-from .ids import new_conversation_id, new_turn_id
+from .events import TERMINAL_EVENT_TYPES, EventType, event_envelope
+from .shared import new_conversation_id, new_turn_id
 
 
 class Workspace(models.Model):
@@ -86,16 +87,29 @@ class Conversation(models.Model):
         return reverse("conversation", args=[self.pk])
 
 
-class Turn(models.Model):
-    class Status(models.TextChoices):
-        QUEUED = "queued", "Queued"
-        RUNNING = "running", "Running"
-        AWAITING_INPUT = "awaiting_input", "Awaiting input"
-        COMPLETED = "completed", "Completed"
-        FAILED = "failed", "Failed"
-        CANCELLED = "cancelled", "Cancelled"
+class TurnStatus(models.TextChoices):
+    QUEUED = "queued", "Queued"
+    RUNNING = "running", "Running"
+    AWAITING_INPUT = "awaiting_input", "Awaiting input"
+    COMPLETED = "completed", "Completed"
+    FAILED = "failed", "Failed"
+    CANCELLED = "cancelled", "Cancelled"
 
-    ACTIVE_STATUSES = (Status.QUEUED, Status.RUNNING, Status.AWAITING_INPUT)
+
+ACTIVE_TURN_STATUSES = (TurnStatus.QUEUED, TurnStatus.RUNNING, TurnStatus.AWAITING_INPUT)
+# A turn ends in one of these statuses, with the one terminal event it writes, last.
+TERMINAL_EVENT_OF_STATUS = {
+    TurnStatus.COMPLETED: EventType.TURN_COMPLETED,
+    TurnStatus.FAILED: EventType.TURN_FAILED,
+    TurnStatus.CANCELLED: EventType.TURN_CANCELLED,
+}
+
+
+class Turn(models.Model):
+    Status = TurnStatus
+    ACTIVE_STATUSES = ACTIVE_TURN_STATUSES
+    ENDED_STATUSES = tuple(TERMINAL_EVENT_OF_STATUS)
+    TERMINAL_EVENT_OF_STATUS = TERMINAL_EVENT_OF_STATUS
 
     id = models.CharField(primary_key=True, max_length=24, default=new_turn_id)
     conversation = models.ForeignKey(Conversation, on_delete=models.CASCADE, related_name="turns")
@@ -124,7 +138,7 @@ class Turn(models.Model):
         constraints = [
             models.UniqueConstraint(
                 fields=["conversation"],
-                condition=Q(status__in=["queued", "running", "awaiting_input"]),
+                condition=Q(status__in=[str(status) for status in ACTIVE_TURN_STATUSES]),
                 name="one_active_turn_per_conversation",
             ),
         ]
@@ -139,20 +153,8 @@ class Turn(models.Model):
 
 
 class TurnEvent(models.Model):
-    class Type(models.TextChoices):
-        TURN_STARTED = "turn.started"
-        MESSAGE_DELTA = "message.delta"
-        MESSAGE_COMPLETED = "message.completed"
-        TOOL_STARTED = "tool.started"
-        TOOL_COMPLETED = "tool.completed"
-        SELECTION_REQUESTED = "selection.requested"
-        SELECTION_RESOLVED = "selection.resolved"
-        TURN_STEERED = "turn.steered"
-        TURN_COMPLETED = "turn.completed"
-        TURN_FAILED = "turn.failed"
-        TURN_CANCELLED = "turn.cancelled"
-
-    TERMINAL_TYPES = (Type.TURN_COMPLETED, Type.TURN_FAILED, Type.TURN_CANCELLED)
+    Type = EventType
+    TERMINAL_TYPES = TERMINAL_EVENT_TYPES
 
     # No single-column indexes on these: (conversation, seq) and (turn, seq) lead with them,
     # and every index is paid for on each event written.
@@ -178,8 +180,6 @@ class TurnEvent(models.Model):
         return f"{self.conversation_id}#{self.seq} {self.type}"
 
     def to_envelope(self) -> dict:
-        from .events import event_envelope
-
         return event_envelope(
             seq=self.seq,
             type=self.type,

@@ -3,8 +3,9 @@
 from django.db.models import OuterRef, QuerySet, Subquery, TextField
 from django.db.models.functions import Cast
 
-from .events import Frame, FrameEncoder, person
+from .events import Frame, FrameEncoder
 from .models import Conversation, Membership, Turn, TurnEvent, Watcher, Workspace
+from .shared import person
 
 
 def workspaces_for_user(*, user) -> QuerySet[Workspace]:

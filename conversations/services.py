@@ -13,11 +13,12 @@ from django.db import IntegrityError, connection, transaction
 from django.db.models import F
 from django.utils import timezone
 
+from . import seams
 from .broadcast import hub
-from .events import Frame, FrameEncoder, encode, person
-from .exceptions import ApplicationError
+from .events import Frame, FrameEncoder, encode
 from .models import Conversation, Membership, Turn, TurnEvent, Watcher, Workspace
-from .process import process_id, runtime
+from .process import process_id
+from .shared import ApplicationError, person
 
 # An event to append: its type and data. It is stamped when it is recorded.
 EventSpec = tuple[str, dict]
@@ -141,8 +142,6 @@ def turn_start(
     the moment its id is known; the runner starts once the transaction commits.
     Raises ApplicationError ``turn_in_progress`` (409) when the conversation has an active turn.
     """
-    from .runner import turn_runner
-
     text = _clean_input(input)
     try:
         with transaction.atomic():
@@ -164,7 +163,7 @@ def turn_start(
                 turn_id=turn.pk,
                 events=[(TurnEvent.Type.TURN_STARTED, data)],
             )
-            transaction.on_commit(partial(turn_runner.launch, turn.pk))
+            transaction.on_commit(partial(seams.turns.get().launch, turn.pk))
     except IntegrityError:
         # The partial unique constraint caught a start that raced ours.
         raise _turn_in_progress(conversation.pk) from None
@@ -192,13 +191,11 @@ def turn_notify(inbox: str, message: dict) -> None:
     """Send a control message to a turn's inbox, from any thread, after the caller's commit.
 
     A wake-up only: what it announces is already stored, and a turn that misses it finds out
-    from the database (see conversations.parking). An empty inbox means the turn has not
-    started running; it reads the database when it does.
+    from the database (see selection.parking). An empty inbox means the turn has not started
+    running; it reads the database when it does.
     """
     if inbox:
-        from .runner import send_to_inbox
-
-        runtime.call_soon(send_to_inbox, inbox, message)
+        seams.turns.get().notify(inbox, message)
 
 
 def _active_turn_for_update(conversation_id: str, expected_turn_id) -> Turn:
@@ -261,12 +258,7 @@ def turn_finish(*, turn_id: str, status: str, error: str = "") -> list[Frame]:
     Returns the frames written (none when another writer ended the turn first), so every turn
     gets exactly one of turn.completed, turn.failed and turn.cancelled.
     """
-    terminal = {
-        Turn.Status.COMPLETED: TurnEvent.Type.TURN_COMPLETED,
-        Turn.Status.FAILED: TurnEvent.Type.TURN_FAILED,
-        Turn.Status.CANCELLED: TurnEvent.Type.TURN_CANCELLED,
-    }
-    if status not in terminal:
+    if status not in Turn.TERMINAL_EVENT_OF_STATUS:
         raise ValueError(f"{status!r} is not a terminal status")
     now = timezone.now()
     with transaction.atomic():
@@ -278,30 +270,23 @@ def turn_finish(*, turn_id: str, status: str, error: str = "") -> list[Frame]:
         )
         if turn is None or not turn.is_active:
             return []
-        from selection.services import selections_close_for_turn
-
         turn.status = status
         turn.error = error
         turn.ended_at = now
         turn.save(update_fields=["status", "error", "ended_at"])
         # Every question the turn asked gets its selection.resolved before the turn ends.
-        owed = selections_close_for_turn(turn=turn)
-        events: list[EventSpec] = [
-            (TurnEvent.Type.SELECTION_RESOLVED, selection.resolution_payload())
-            for selection in owed
-        ]
+        frames = seams.questions.get().close_for_turn(turn=turn)
         if status == Turn.Status.FAILED:
             data = {"error": error}
         elif status == Turn.Status.CANCELLED:
             data = {"by": person(turn.cancelled_by)}
         else:
             data = {}
-        events.append((terminal[status], data))
-        frames = append_events(conversation_id=turn.conversation_id, turn_id=turn.pk, events=events)
-        for selection, frame in zip(owed, frames, strict=False):
-            selection.resolved_seq = frame.seq
-            selection.save(update_fields=["resolved_seq"])
-        return frames
+        return frames + append_events(
+            conversation_id=turn.conversation_id,
+            turn_id=turn.pk,
+            events=[(Turn.TERMINAL_EVENT_OF_STATUS[status], data)],
+        )
 
 
 def turns_upkeep(*, process: str, local_turn_ids: list[str], reap_foreign: bool) -> list[str]:

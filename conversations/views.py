@@ -14,9 +14,9 @@ from django.views.defaults import page_not_found, server_error
 
 from . import selectors, services
 from .access import conversation_access, workspace_access
-from .events import person
-from .exceptions import ApplicationError
-from .models import Membership
+from .events import TERMINAL_EVENT_TYPES
+from .models import Membership, Turn
+from .shared import ApplicationError, person
 
 
 def content_security_policy(view):
@@ -85,6 +85,10 @@ def conversation_page(request, conversation_id):
         "conversation": conversation.pk,
         "me": person(request.user),
         "role": membership.role,
+        "can_act": membership.can_act,
+        # What ends a turn, from the one definition in Python: the page keeps no copy.
+        "terminal_types": sorted(TERMINAL_EVENT_TYPES),
+        "ended_statuses": list(Turn.ENDED_STATUSES),
         "csrf": get_token(request),
         "login_url": f"{reverse('login')}?next={request.path}",
     }

@@ -2,8 +2,8 @@
 addressee, only that person or an owner may answer it. Strangers learn nothing (404)."""
 
 from conversations.access import membership_of
-from conversations.exceptions import forbidden, not_found
 from conversations.models import Membership
+from conversations.shared import forbidden, not_found
 
 from .models import Selection
 from .selectors import selection_with_context

@@ -12,7 +12,7 @@ from django.urls import path, reverse
 from django.utils.html import format_html
 
 from conversations.admin import live_page_link
-from conversations.exceptions import ApplicationError
+from conversations.shared import ApplicationError
 
 from . import services
 from .models import Selection

@@ -6,9 +6,8 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from conversations.access import conversation_access
-from conversations.apis import ErrorSerializer
-from conversations.exceptions import ApplicationError, not_found
 from conversations.files import UnsafePath, list_folder, relative_path, resolve_inside
+from conversations.shared import ApplicationError, ErrorSerializer, not_found
 
 from . import selectors, services
 from .access import selection_access

@@ -6,3 +6,11 @@ from django.apps import AppConfig
 class SelectionConfig(AppConfig):
     name = "selection"
     verbose_name = "Selections"
+
+    def ready(self):
+        # Turns reach their questions through this seam: conversations never imports selection.
+        from conversations import seams
+
+        from .hooks import TurnQuestions
+
+        seams.questions.register(TurnQuestions())

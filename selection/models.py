@@ -3,9 +3,9 @@
 from django.conf import settings
 from django.db import models
 
-from conversations.events import format_ts, person
-from conversations.ids import new_selection_id
+from conversations.events import format_ts
 from conversations.models import Conversation, Turn
+from conversations.shared import new_selection_id, person
 
 
 class Selection(models.Model):

@@ -12,10 +12,10 @@ from functools import partial
 from django.db import transaction
 from django.utils import timezone
 
-from conversations.events import person
-from conversations.exceptions import ApplicationError
+from conversations.events import Frame
 from conversations.models import Turn, TurnEvent
 from conversations.services import append_events, turn_notify
+from conversations.shared import ApplicationError, person
 
 from .models import Selection
 from .validation import clean_answer
@@ -158,12 +158,30 @@ def selection_cancel(*, selection: Selection, user=None) -> bool:
     return _resolve(selection, Selection.Status.CANCELLED, user=user)
 
 
-def selections_close_for_turn(*, turn: Turn) -> list[Selection]:
-    """When a turn ends: cancel its pending questions and return every question still owed its
-    ``selection.resolved`` event, in order. Runs inside the transaction that ends the turn,
-    which appends those events and records their seqs (see conversations.services.turn_finish)."""
+def selections_close_for_turn(*, turn: Turn) -> list[Frame]:
+    """When a turn ends: cancel its pending questions and append every ``selection.resolved``
+    event it still owes, in order, recording their seqs. Runs inside the transaction that ends
+    the turn, before its terminal event (see conversations.services.turn_finish). Returns the
+    frames appended."""
     turn.selections.filter(status=Selection.Status.PENDING).update(
         status=Selection.Status.CANCELLED, answered_at=timezone.now()
     )
-    owed = turn.selections.filter(resolved_seq__isnull=True).select_related("answered_by")
-    return list(owed.order_by("ordinal"))
+    owed = list(
+        turn.selections.filter(resolved_seq__isnull=True)
+        .select_related("answered_by")
+        .order_by("ordinal")
+    )
+    if not owed:
+        return []
+    frames = append_events(
+        conversation_id=turn.conversation_id,
+        turn_id=turn.pk,
+        events=[
+            (TurnEvent.Type.SELECTION_RESOLVED, selection.resolution_payload())
+            for selection in owed
+        ],
+    )
+    for selection, frame in zip(owed, frames, strict=True):
+        selection.resolved_seq = frame.seq
+        selection.save(update_fields=["resolved_seq"])
+    return frames

@@ -10,8 +10,8 @@ from pathlib import Path
 from jsonschema import Draft202012Validator, FormatChecker
 from jsonschema.exceptions import SchemaError, best_match
 
-from conversations.exceptions import ApplicationError
 from conversations.files import UnsafePath, relative_path, resolve_inside
+from conversations.shared import ApplicationError
 
 from .models import Selection
 

@@ -1,7 +1,7 @@
 """The agent interface, and loading agent backends by name from settings.PARLEY_AGENTS.
 
 An agent never touches the ORM or the channel layer. It gets a TurnContext (see
-conversations.runner) and does everything through it:
+conversations.runtime.context) and does everything through it:
 
     class EchoAgent(Agent):
         async def run(self, ctx):
@@ -14,7 +14,7 @@ questions and their answers), so a turn's progress can be rebuilt from what is s
 from django.conf import settings
 from django.utils.module_loading import import_string
 
-from ..exceptions import ApplicationError
+from ..shared import ApplicationError
 
 
 class Agent:

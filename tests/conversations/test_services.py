@@ -8,8 +8,8 @@ from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
 from conversations import services
-from conversations.exceptions import ApplicationError
 from conversations.models import Conversation, Turn, TurnEvent
+from conversations.shared import ApplicationError
 
 
 def new_turn(conversation, user, **fields) -> Turn:

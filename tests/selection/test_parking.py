@@ -6,7 +6,7 @@ import threading
 
 import pytest
 
-from conversations.runner import turn_runner
+from conversations.runtime.runner import turn_runner
 from selection.models import Selection
 from selection.parking import parking
 from tests.conversations.test_consumer import communicator, events_until_terminal

@@ -1,10 +1,20 @@
-"""The one application error kind, and the DRF handler that gives every API error one shape."""
+"""What both apps share: the one application error and its API shape, public ids, and how a
+person appears in events and payloads.
+
+It imports nothing of Parley's, so any module of either app may use it.
+"""
+
+import secrets
 
 from django.core.exceptions import PermissionDenied
 from django.http import Http404
+from drf_spectacular.utils import inline_serializer
 from rest_framework import exceptions as drf_exceptions
+from rest_framework import serializers
 from rest_framework.response import Response
 from rest_framework.views import exception_handler
+
+# Errors --------------------------------------------------------------------------------------
 
 
 class ApplicationError(Exception):
@@ -27,6 +37,14 @@ def not_found(what: str) -> ApplicationError:
 
 def forbidden(message: str) -> ApplicationError:
     return ApplicationError("forbidden", message, status=403)
+
+
+class ErrorSerializer(serializers.Serializer):
+    """The error body every API answers with (for the OpenAPI schema)."""
+
+    error = inline_serializer(
+        "ErrorBody", {"code": serializers.CharField(), "message": serializers.CharField()}
+    )
 
 
 def _validation_message(detail, prefix: str = "") -> str:
@@ -74,3 +92,37 @@ def api_exception_handler(exc, context):
         message = str(exc.detail)
     response.data = {"error": {"code": code, "message": message}}
     return response
+
+
+# Ids -----------------------------------------------------------------------------------------
+# Public ids are a short type prefix and 16 random hex digits, e.g. ``c_9f2c4e1a7b3d5c60``.
+
+
+def _new_id(prefix: str) -> str:
+    return f"{prefix}_{secrets.token_hex(8)}"
+
+
+def new_conversation_id() -> str:
+    return _new_id("c")
+
+
+def new_turn_id() -> str:
+    return _new_id("t")
+
+
+def new_selection_id() -> str:
+    return _new_id("s")
+
+
+# People --------------------------------------------------------------------------------------
+
+
+def person(user) -> dict | None:
+    """How a person appears in events and payloads: who started, steered, stopped, answered."""
+    if user is None or not getattr(user, "is_authenticated", False):
+        return None
+    return {
+        "id": user.pk,
+        "username": user.get_username(),
+        "name": user.get_full_name() or user.get_username(),
+    }

@@ -1,0 +1,11 @@
+"""The turn runtime: how turns run inside a server process.
+
+- ``runner``: the turn runner (a task per turn, its lease, its one terminal event);
+- ``context``: the turn context, all an agent may call;
+- ``writer``: the event writer (a turn's events written in batches, in order);
+- ``inbox``: control inboxes (Stop, steering, wake-ups, from any process);
+- ``upkeep``: process upkeep (leases renewed, dead processes' turns and watchers reaped).
+
+Services never import this package: they reach it through ``conversations.seams.turns``, which
+the conversations app fills at start-up.
+"""

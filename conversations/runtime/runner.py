@@ -1,0 +1,145 @@
+"""The turn runner: each turn runs as an asyncio task in the server process, independent of any
+client, from ``queued`` to exactly one terminal event, also when its agent raises or is stopped.
+
+A turn's agent runs in a task of its own (so Stop cancels it and nothing else) and acts through
+its TurnContext; its events go through an EventWriter; its control inbox brings Stop, steering
+and wake-ups from any process; the lease this process renews (see upkeep) lets others notice if
+the process dies.
+"""
+
+import asyncio
+import logging
+
+from .. import seams, selectors, services
+from ..agents import load_agent
+from ..dbthreads import run_db
+from ..models import Turn
+from ..process import process_id, server_loop
+from ..shared import ApplicationError
+from .context import TurnContext
+from .inbox import Inboxes
+from .writer import EventWriter
+
+logger = logging.getLogger(__name__)
+
+
+class RunningTurn:
+    """A turn this process is running: its task, its agent's task and its context."""
+
+    def __init__(self, turn_id: str):
+        self.turn_id = turn_id
+        self.task: asyncio.Task | None = None
+        self.agent_task: asyncio.Task | None = None
+        self.context: TurnContext | None = None
+        self.stop_requested = False
+
+    def stop(self) -> None:
+        self.stop_requested = True
+        if self.agent_task is not None:
+            self.agent_task.cancel()
+
+    def control(self, message: dict) -> None:
+        """Act on a control message: a wake-up whose news is already in the database."""
+        kind = message.get("type")
+        if kind == "turn.cancel":
+            self.stop()
+        elif kind == "turn.steer" and self.context is not None:
+            self.context._receive_steering(message["seq"], message["input"])
+        elif kind == "selection.wake":
+            seams.questions.get().wake(message["id"], message.get("outcome"))
+
+
+class TurnRunner:
+    """Starts turns in this process and keeps track of them until they end. It is what services
+    reach through ``seams.turns``."""
+
+    def __init__(self):
+        self._running: dict[str, RunningTurn] = {}
+        self.inboxes = Inboxes()
+
+    def launch(self, turn_id: str) -> None:
+        """Start running a turn on the server loop. Safe to call from any thread."""
+        if not server_loop.call_soon(self._start, turn_id):
+            logger.error("No server loop to run turn %s; its lease will end it", turn_id)
+
+    def notify(self, inbox: str, message: dict) -> None:
+        """Send a control message to a turn's inbox. Safe to call from any thread."""
+        server_loop.call_soon(self.inboxes.send, inbox, message)
+
+    def local_turn_ids(self) -> list[str]:
+        return list(self._running)
+
+    def is_running(self, turn_id: str) -> bool:
+        return turn_id in self._running
+
+    def cancel_local(self, turn_id: str) -> None:
+        if running := self._running.get(turn_id):
+            running.stop()
+
+    def _start(self, turn_id: str) -> None:
+        if turn_id in self._running:
+            return
+        running = RunningTurn(turn_id)
+        self._running[turn_id] = running
+        running.task = asyncio.get_running_loop().create_task(
+            self._run(running), name=f"turn-{turn_id}"
+        )
+        running.task.add_done_callback(lambda _task: self._running.pop(turn_id, None))
+
+    async def _run(self, running: RunningTurn) -> None:
+        inbox = await self.inboxes.open(running.control)
+        try:
+            turn = await run_db(
+                services.turn_mark_running,
+                turn_id=running.turn_id,
+                inbox=inbox.name,
+                process=process_id(),
+            )
+        except ApplicationError:
+            inbox.close()
+            return  # ended elsewhere (stopped while queued, or reaped) before it began
+        writer = EventWriter(conversation_id=turn.conversation_id, turn_id=turn.pk)
+        # Until the turn ends on its own, assume the worst: a server stopping mid-turn cancels
+        # this task, and the turn is then recorded as lost rather than completed.
+        outcome = (Turn.Status.FAILED, services.TURN_LOST_ERROR)
+        try:
+            history = await run_db(selectors.turn_history, turn=turn)
+            running.context = TurnContext(turn=turn, history=history, writer=writer)
+            # A workspace made in the admin has no folder yet; its agent and pickers need one.
+            await asyncio.to_thread(running.context.files_root.mkdir, parents=True, exist_ok=True)
+            if turn.cancel_requested_at is not None or running.stop_requested:
+                result = (Turn.Status.CANCELLED, "")
+            else:
+                result = await self._drive(running, load_agent(turn.conversation.agent))
+            await running.context.end_message()
+            await writer.close()
+            outcome = result
+        except Exception as exc:
+            logger.exception("Turn %s broke down", running.turn_id)
+            outcome = (Turn.Status.FAILED, _describe(exc))
+        finally:
+            writer.abandon()
+            status, error = outcome
+            try:
+                await run_db(services.turn_finish, turn_id=turn.pk, status=status, error=error)
+            except Exception:
+                logger.exception("Could not end turn %s; its lease will", running.turn_id)
+            inbox.close()
+
+    async def _drive(self, running: RunningTurn, agent) -> tuple[str, str]:
+        """Run the agent in a task of its own, so that Stop can cancel it and nothing else."""
+        running.agent_task = asyncio.get_running_loop().create_task(agent.run(running.context))
+        await asyncio.wait({running.agent_task})
+        if running.agent_task.cancelled():
+            return Turn.Status.CANCELLED, ""
+        if exc := running.agent_task.exception():
+            logger.warning("Agent of turn %s raised", running.turn_id, exc_info=exc)
+            return Turn.Status.FAILED, _describe(exc)
+        return Turn.Status.COMPLETED, ""
+
+
+def _describe(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+
+
+turn_runner = TurnRunner()

@@ -1,0 +1,48 @@
+"""Process upkeep: every few seconds, renew the leases of this process's turns and watchers,
+honour Stop requests whose wake-up was lost, and end turns (and forget watchers) whose process
+died."""
+
+import asyncio
+import logging
+
+from django.conf import settings
+
+from .. import services
+from ..dbthreads import run_db
+from ..process import layer_is_shared, process_id
+from .runner import TurnRunner
+
+logger = logging.getLogger(__name__)
+
+
+class Upkeep:
+    def __init__(self, runner: TurnRunner):
+        self._runner = runner
+        self._task: asyncio.Task | None = None
+
+    def start(self) -> None:
+        """Start the upkeep on the running loop (the server loop, once it is bound)."""
+        self._task = asyncio.get_running_loop().create_task(self._run(), name="parley-upkeep")
+
+    async def _run(self) -> None:
+        interval = max(1.0, settings.PARLEY_TURN_LEASE_SECONDS / 3)
+        # With a process-local layer no other process can be running a turn, so turns that are
+        # active but not ours were left by a server that stopped: end them at once.
+        reap_foreign = not layer_is_shared()
+        while True:
+            try:
+                cancel_ids = await run_db(
+                    services.turns_upkeep,
+                    process=process_id(),
+                    local_turn_ids=self._runner.local_turn_ids(),
+                    reap_foreign=reap_foreign,
+                )
+                for turn_id in cancel_ids:
+                    self._runner.cancel_local(turn_id)
+                await run_db(
+                    services.watchers_upkeep, process=process_id(), reap_foreign=reap_foreign
+                )
+            except Exception:
+                logger.exception("Turn upkeep failed; trying again in %.0f s", interval)
+            reap_foreign = False
+            await asyncio.sleep(interval)

@@ -1,0 +1,77 @@
+"""What a turn needs of the questions it asks, provided to the conversations app through
+``conversations.seams.questions`` (registered in SelectionConfig.ready()): the conversations
+app never imports this one."""
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from conversations.dbthreads import run_db
+from conversations.selectors import acting_member
+from conversations.shared import new_selection_id, not_found
+
+from . import selectors, services
+from .access import selection_access
+from .parking import parking
+from .validation import clean_question
+
+
+@dataclass(frozen=True)
+class PreparedQuestion:
+    """A question checked and ready to be asked: the fields of its Selection, its addressee."""
+
+    fields: dict
+    addressee: Any
+
+
+class TurnQuestions:
+    async def prepare(
+        self, *, workspace_id: int, files_root: Path, addressee: str | None, **question
+    ) -> PreparedQuestion:
+        """Raises ValueError for a malformed question or an addressee who may not answer."""
+        fields = clean_question(files_root=files_root, **question)
+        person = None
+        if addressee is not None:
+            person = await run_db(acting_member, workspace_id=workspace_id, username=addressee)
+            if person is None:
+                raise ValueError(f"{addressee!r} cannot answer questions in this workspace.")
+        return PreparedQuestion(fields=fields, addressee=person)
+
+    async def ask(
+        self, question: PreparedQuestion, *, turn_id: str, ordinal: int, timeout: float
+    ) -> dict:
+        selection_id = new_selection_id()
+        # Ready for the wake-up before the question is stored: someone may answer the moment
+        # selection.requested is published.
+        with parking.expecting(selection_id):
+            selection = await run_db(
+                services.selection_request,
+                selection_id=selection_id,
+                turn_id=turn_id,
+                ordinal=ordinal,
+                fields=question.fields,
+                addressee=question.addressee,
+                timeout_seconds=timeout,
+            )
+            outcome = await parking.wait(selection)
+        return {"selection": selection_id, **outcome}
+
+    def wake(self, selection_id: str, outcome: dict | None) -> None:
+        parking.wake(selection_id, outcome)
+
+    def close_for_turn(self, *, turn) -> list:
+        return services.selections_close_for_turn(turn=turn)
+
+    def pending_payloads(self, *, conversation_ids: list[str]) -> dict[str, list[dict]]:
+        return selectors.pending_selection_payloads(conversation_ids=conversation_ids)
+
+    def reply(
+        self, *, user, conversation_id: str, selection_id: str, answer: Any, action: str | None
+    ) -> dict:
+        selection = selection_access(user=user, selection_id=selection_id, answering=True)
+        if selection.conversation_id != conversation_id:
+            raise not_found("Selection")
+        selection = services.selection_reply(
+            selection=selection, user=user, answer=answer, action=action
+        )
+        return {"selection": selection.pk, "status": selection.status}
