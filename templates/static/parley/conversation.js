@@ -4,11 +4,12 @@
 import { ApiError, api, configureApi } from "./api.js";
 import { h, personName } from "./dom.js";
 import { ConversationStream } from "./stream.js";
-import { TERMINAL_STATUSES, Transcript } from "./transcript.js";
+import { Transcript } from "./transcript.js";
 
 const config = JSON.parse(document.getElementById("parley-config").textContent);
 const conversationId = config.conversation;
-const canAct = config.role === "owner" || config.role === "member";
+const canAct = config.can_act;
+const endedStatuses = new Set(config.ended_statuses);
 configureApi({ csrf: config.csrf, login: config.login_url });
 
 const TURN_STATUS_WORDS = {
@@ -25,8 +26,11 @@ const turnStatus = document.getElementById("turn-status");
 const transcript = new Transcript(document.getElementById("transcript"), {
   me: config.me,
   role: config.role,
+  canAct,
+  terminalTypes: config.terminal_types,
+  endedStatuses: config.ended_statuses,
   onTurnChange(turnId, status, ending) {
-    const ended = TERMINAL_STATUSES.has(status);
+    const ended = endedStatuses.has(status);
     activeTurn = ended ? null : { id: turnId, status };
     if (ended) stopping = false;
     turnStatus.textContent = ended ? ending : TURN_STATUS_WORDS[status] || "";
@@ -220,7 +224,7 @@ async function send() {
 // A turn the server says is active, unless this page has already seen it end.
 function adoptActiveTurn(turnId) {
   const known = turnId && transcript.turns.get(turnId);
-  const ended = known && TERMINAL_STATUSES.has(known.status);
+  const ended = known && endedStatuses.has(known.status);
   activeTurn = turnId && !ended ? { id: turnId, status: "running" } : null;
   updateComposer();
 }

@@ -63,10 +63,11 @@ export function describeAnswer(selection, answer) {
 }
 
 export class QuestionCard {
-  constructor(selection, { me, role }) {
+  constructor(selection, { me, role, canAct }) {
     this.selection = selection;
     this.me = me;
     this.role = role;
+    this.canAct = canAct;
     this.status = "pending";
     this.promptId = uniqueId("question-prompt");
     this.countdown = h("span", { class: "question-countdown" });
@@ -111,14 +112,14 @@ export class QuestionCard {
   }
 
   get canAnswer() {
-    if (this.role !== "owner" && this.role !== "member") return false;
+    if (!this.canAct) return false;
     const addressee = this.selection.addressee;
     return !addressee || addressee.id === this.me.id || this.role === "owner";
   }
 
   waitingText() {
     const addressee = this.selection.addressee;
-    if (this.role === "viewer") return "Waiting for a member to answer.";
+    if (!this.canAct) return "Waiting for a member to answer.";
     return addressee ? `Waiting for ${personName(addressee)} to answer.` : "Waiting for an answer.";
   }
 

@@ -6,8 +6,6 @@ import { formatTime, h, personName } from "./dom.js";
 import { renderMarkdown } from "./markdown.js";
 import { QuestionCard } from "./questions.js";
 
-const TERMINAL = new Set(["turn.completed", "turn.failed", "turn.cancelled"]);
-export const TERMINAL_STATUSES = new Set(["completed", "failed", "cancelled"]);
 const MAX_SHOWN_JSON = 20000;
 
 function shortArguments(args) {
@@ -23,10 +21,15 @@ function prettyJson(value) {
 }
 
 export class Transcript {
-  constructor(root, { me, role, onTurnChange }) {
+  // terminalTypes: the events that end a turn; endedStatuses: the statuses of an ended turn
+  // (both from the page config, so the page never keeps its own copy).
+  constructor(root, { me, role, canAct, terminalTypes, endedStatuses, onTurnChange }) {
     this.root = root;
     this.me = me;
     this.role = role;
+    this.canAct = canAct;
+    this.terminalTypes = new Set(terminalTypes);
+    this.endedStatuses = new Set(endedStatuses);
     this.onTurnChange = onTurnChange;
     this.turns = new Map();
     this.questions = new Map();
@@ -93,7 +96,7 @@ export class Transcript {
         );
         break;
       default:
-        if (TERMINAL.has(event.type)) this.ended(turn, event);
+        if (this.terminalTypes.has(event.type)) this.ended(turn, event);
     }
   }
 
@@ -259,7 +262,7 @@ export class Transcript {
 
   asked(turn, selection) {
     this.closeMessage(turn);
-    const card = new QuestionCard(selection, { me: this.me, role: this.role });
+    const card = new QuestionCard(selection, { me: this.me, role: this.role, canAct: this.canAct });
     this.questions.set(selection.id, card);
     turn.body.append(card.element);
     if (this.live) card.activate();
@@ -283,10 +286,10 @@ export class Transcript {
   }
 
   setStatus(turn, status) {
-    if (turn.status === status || (TERMINAL_STATUSES.has(turn.status) && status === "running")) return;
+    if (turn.status === status || (this.endedStatuses.has(turn.status) && status === "running")) return;
     turn.status = status;
     turn.element.dataset.status = status;
-    const active = TERMINAL_STATUSES.has(status) ? null : turn;
+    const active = this.endedStatuses.has(status) ? null : turn;
     if (active || this.active === turn) {
       this.active = active;
       this.onTurnChange(turn.id, status, turn.end.textContent);
