@@ -1,0 +1,180 @@
+"""Dependencies point one way: no import cycle between files, and the apps' rules.
+
+Every module of config/, conversations/ and selection/ is parsed (not imported), and every
+import in it counts, at any depth: at the top, inside a function, under ``TYPE_CHECKING``. An
+import of ``a.b.c`` also runs ``a/__init__`` and ``a/b/__init__``, so it depends on them too.
+"""
+
+import ast
+import re
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGES = ("config", "conversations", "selection")
+
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def project_modules() -> dict[str, Path]:
+    return {
+        _module_name(path): path
+        for package in PACKAGES
+        for path in sorted((ROOT / package).rglob("*.py"))
+    }
+
+
+def _imported_names(tree: ast.AST, module: str, is_package: bool) -> set[str]:
+    """Every dotted name an import in the tree may load, relative imports made absolute."""
+    names = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = module.split(".") if is_package else module.split(".")[:-1]
+                base = base[: len(base) - (node.level - 1)]
+                prefix = ".".join(base + ([node.module] if node.module else []))
+            else:
+                prefix = node.module
+            names.add(prefix)
+            # "from package import module" loads the module.
+            names.update(f"{prefix}.{alias.name}" for alias in node.names)
+    return names
+
+
+def import_graph() -> dict[str, set[str]]:
+    """Module → the project modules it imports (and the packages those run on the way)."""
+    modules = project_modules()
+    graph = {}
+    for module, path in modules.items():
+        tree = ast.parse(path.read_text(), filename=str(path))
+        targets = set()
+        for name in _imported_names(tree, module, path.name == "__init__.py"):
+            parts = name.split(".")
+            for end in range(1, len(parts) + 1):
+                candidate = ".".join(parts[:end])
+                if candidate in modules and candidate != module:
+                    targets.add(candidate)
+        graph[module] = targets
+    return graph
+
+
+def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    """One import cycle as [a, b, …, a], or None."""
+    state: dict[str, int] = {}  # 1: on the current path, 2: done
+    path: list[str] = []
+
+    def visit(node: str) -> list[str] | None:
+        state[node] = 1
+        path.append(node)
+        for target in sorted(graph[node]):
+            if state.get(target) == 1:
+                return [*path[path.index(target) :], target]
+            if target not in state and (cycle := visit(target)):
+                return cycle
+        path.pop()
+        state[node] = 2
+        return None
+
+    for node in sorted(graph):
+        if node not in state and (cycle := visit(node)):
+            return cycle
+    return None
+
+
+def test_no_import_cycle_between_files():
+    cycle = find_cycle(import_graph())
+    assert cycle is None, "Import cycle: " + " -> ".join(cycle or [])
+
+
+def test_the_cycle_check_finds_a_cycle():
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
+    assert find_cycle(graph) == ["a", "b", "c", "a"]
+    assert find_cycle({"a": {"b"}, "b": set()}) is None
+
+
+def test_relative_and_lazy_imports_count():
+    tree = ast.parse("def f():\n    from .runtime import runner\n    from .. import shared\n")
+    names = _imported_names(tree, "conversations.apps", is_package=False)
+    assert "conversations.runtime.runner" in names and "shared" not in names
+    tree = ast.parse("from . import services")
+    assert "conversations.services" in _imported_names(tree, "conversations", is_package=True)
+
+
+def _edges(graph, source_prefix: str, target_prefix: str) -> list[str]:
+    return sorted(
+        f"{source} -> {target}"
+        for source, targets in graph.items()
+        if source.startswith(source_prefix)
+        for target in targets
+        if target.startswith(target_prefix)
+    )
+
+
+def test_conversations_never_imports_selection():
+    # The other way goes only through conversations.seams, which the selection app fills.
+    assert _edges(import_graph(), "conversations", "selection") == []
+
+
+def test_neither_app_imports_the_others_apis():
+    graph = import_graph()
+    assert _edges(graph, "selection", "conversations.apis") == []
+    assert _edges(graph, "conversations", "selection.apis") == []
+
+
+def test_services_and_selectors_never_import_the_turn_runtime_or_the_edges():
+    graph = import_graph()
+    high = ("conversations.runtime", "conversations.apis", "conversations.consumers")
+    for low in (
+        "conversations.services",
+        "conversations.selectors",
+        "selection.services",
+        "selection.selectors",
+    ):
+        reached = _reachable(graph, low)
+        assert not [m for m in reached if m.startswith(high)], (low, sorted(reached))
+
+
+def _reachable(graph, start: str) -> set[str]:
+    seen, todo = set(), [start]
+    while todo:
+        for target in graph[todo.pop()]:
+            if target not in seen:
+                seen.add(target)
+                todo.append(target)
+    return seen
+
+
+def _readme_map() -> dict[str, str]:
+    """The README's "Where things live", cut into each top-level folder's part."""
+    text = (ROOT / "README.md").read_text()
+    section = text.split("## Where things live", 1)[1].split("\n## ", 1)[0]
+    parts = re.split(r"\*\*`([a-z]+)/`\*\*", section)
+    return dict(zip(parts[1::2], parts[2::2], strict=True))
+
+
+def test_the_readme_map_names_every_module_and_only_what_exists():
+    described = _readme_map()
+    for package in PACKAGES:
+        folder = ROOT / package
+        named = set(re.findall(r"`(\w[\w/.]*(?:\.py|/))`", described[package]))
+        missing_files = sorted(n for n in named if not (folder / n).exists())
+        assert not missing_files, f"README names {package}/{missing_files}, which do not exist"
+        modules = {
+            path.relative_to(folder).as_posix()
+            for path in folder.rglob("*.py")
+            if "migrations" not in path.parts
+            and not (path.name == "__init__.py" and path.parent != folder / "agents")
+        }
+        folders = {name for name in named if name.endswith("/")}
+        unnamed = sorted(
+            m
+            for m in modules
+            if m not in named and not any(m.startswith(f) for f in folders - {"runtime/"})
+        )
+        assert not unnamed, f"README's map does not name {package}/{unnamed}"
