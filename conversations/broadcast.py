@@ -15,7 +15,7 @@ from channels.layers import get_channel_layer
 from . import selectors
 from .dbthreads import run_db
 from .events import Frame, encode
-from .process import layer_is_shared, process_id, server_loop
+from .process import layer_is_shared, process_id, receive_forever, server_loop
 
 logger = logging.getLogger(__name__)
 
@@ -207,26 +207,19 @@ class Hub:
         if self._listener is not None and not self._listener.done():
             return
         self._channel = await layer.new_channel("parley.hub.")
-        self._listener = asyncio.get_running_loop().create_task(self._listen(layer))
+        self._listener = asyncio.get_running_loop().create_task(
+            receive_forever(layer, self._channel, self._heard)
+        )
 
-    async def _listen(self, layer) -> None:
-        origin = process_id()
-        while True:
-            try:
-                message = await layer.receive(self._channel)
-            except asyncio.CancelledError:
-                raise
-            except Exception:
-                logger.exception("Channel layer receive failed; retrying")
-                await asyncio.sleep(0.5)
-                continue
-            if message.get("origin") == origin:
-                continue
-            if message.get("type") == "parley.presence":
-                self._presence_changed(message["conversation"], forward=False)
-                continue
-            frames = [Frame(*item) for item in message.get("frames", ())]
-            self._deliver(message["conversation"], frames)
+    def _heard(self, message: dict) -> None:
+        """A batch of frames, or a change of presence, from another process."""
+        if message.get("origin") == process_id():
+            return
+        if message.get("type") == "parley.presence":
+            self._presence_changed(message["conversation"], forward=False)
+            return
+        frames = [Frame(*item) for item in message.get("frames", ())]
+        self._deliver(message["conversation"], frames)
 
 
 hub = Hub()

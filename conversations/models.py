@@ -96,20 +96,20 @@ class TurnStatus(models.TextChoices):
     CANCELLED = "cancelled", "Cancelled"
 
 
+# At module level so that the constraint in Turn.Meta can name them too.
 ACTIVE_TURN_STATUSES = (TurnStatus.QUEUED, TurnStatus.RUNNING, TurnStatus.AWAITING_INPUT)
-# A turn ends in one of these statuses, with the one terminal event it writes, last.
-TERMINAL_EVENT_OF_STATUS = {
-    TurnStatus.COMPLETED: EventType.TURN_COMPLETED,
-    TurnStatus.FAILED: EventType.TURN_FAILED,
-    TurnStatus.CANCELLED: EventType.TURN_CANCELLED,
-}
 
 
 class Turn(models.Model):
     Status = TurnStatus
     ACTIVE_STATUSES = ACTIVE_TURN_STATUSES
+    # A turn ends in one of these statuses, with the one terminal event it writes, last.
+    TERMINAL_EVENT_OF_STATUS = {
+        Status.COMPLETED: EventType.TURN_COMPLETED,
+        Status.FAILED: EventType.TURN_FAILED,
+        Status.CANCELLED: EventType.TURN_CANCELLED,
+    }
     ENDED_STATUSES = tuple(TERMINAL_EVENT_OF_STATUS)
-    TERMINAL_EVENT_OF_STATUS = TERMINAL_EVENT_OF_STATUS
 
     id = models.CharField(primary_key=True, max_length=24, default=new_turn_id)
     conversation = models.ForeignKey(Conversation, on_delete=models.CASCADE, related_name="turns")

@@ -2,6 +2,7 @@
 and whether other processes share its channel layer."""
 
 import asyncio
+import logging
 import os
 import secrets
 import socket
@@ -9,6 +10,8 @@ import threading
 from collections.abc import Callable
 
 from channels.layers import InMemoryChannelLayer, get_channel_layer
+
+logger = logging.getLogger(__name__)
 
 _identity: tuple[int, str] | None = None
 
@@ -25,6 +28,21 @@ def layer_is_shared() -> bool:
     """Whether other processes can be reached over the channel layer."""
     layer = get_channel_layer()
     return layer is not None and not isinstance(layer, InMemoryChannelLayer)
+
+
+async def receive_forever(layer, channel: str, handle: Callable[[dict], None]) -> None:
+    """Hand every message arriving on a channel-layer ``channel`` to ``handle``, until
+    cancelled. A failed receive (the layer's server away) is logged and tried again."""
+    while True:
+        try:
+            message = await layer.receive(channel)
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            logger.exception("Receiving on %s failed; retrying", channel)
+            await asyncio.sleep(0.5)
+            continue
+        handle(message)
 
 
 class ServerLoop:

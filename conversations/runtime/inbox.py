@@ -12,6 +12,8 @@ from collections.abc import Callable
 
 from channels.layers import get_channel_layer
 
+from ..process import receive_forever
+
 logger = logging.getLogger(__name__)
 
 Handler = Callable[[dict], None]
@@ -23,22 +25,9 @@ class Inbox:
     def __init__(self, inboxes: "Inboxes", name: str, handler: Handler, layer):
         self.name = name
         self._inboxes = inboxes
-        self._handler = handler
         self._reader = asyncio.get_running_loop().create_task(
-            self._read(layer), name=f"inbox-{name}"
+            receive_forever(layer, name, handler), name=f"inbox-{name}"
         )
-
-    async def _read(self, layer) -> None:
-        while True:
-            try:
-                message = await layer.receive(self.name)
-            except asyncio.CancelledError:
-                raise
-            except Exception:
-                logger.exception("Inbox %s failed; retrying", self.name)
-                await asyncio.sleep(0.5)
-                continue
-            self._handler(message)
 
     def close(self) -> None:
         self._reader.cancel()
