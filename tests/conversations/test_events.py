@@ -6,7 +6,7 @@ from datetime import UTC, datetime
 import pytest
 
 from conversations.events import FrameEncoder, encode, event_envelope
-from conversations.models import TurnEvent
+from conversations.models import Turn, TurnEvent
 from conversations.sse import sse_frame
 
 AWKWARD = {
@@ -37,3 +37,8 @@ def test_frames_decode_to_exactly_the_envelope(event_type):
 def test_sse_frames_split_every_line_of_data():
     assert sse_frame("a\nb", id=3, event="done") == "id: 3\nevent: done\ndata: a\ndata: b\n\n"
     assert sse_frame('{"x":1}') == 'data: {"x":1}\n\n'
+
+
+def test_each_way_a_turn_ends_writes_a_terminal_event_and_nothing_else_is_one():
+    assert set(Turn.TERMINAL_EVENT_OF_STATUS.values()) == set(TurnEvent.TERMINAL_TYPES)
+    assert set(Turn.ENDED_STATUSES) | set(Turn.ACTIVE_STATUSES) == set(Turn.Status.values)
