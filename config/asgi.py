@@ -1,6 +1,10 @@
-"""ASGI entry point: HTTP through Django, WebSockets through Channels, one server loop for both."""
+"""ASGI entry point: HTTP through Django, WebSockets through Channels, one server loop for both;
+under Daphne, the server loop is bound at start-up and SIGTERM drains before stopping."""
 
+import logging
 import os
+import signal
+import sys
 
 from django.core.asgi import get_asgi_application
 
@@ -8,10 +12,13 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
 django_asgi_app = get_asgi_application()
 
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
+from django.conf import settings  # noqa: E402
 
 from conversations.auth import BrowserOriginValidator, WebSocketAuthMiddleware  # noqa: E402
 from conversations.process import server_loop  # noqa: E402
 from conversations.routing import websocket_urlpatterns  # noqa: E402
+
+logger = logging.getLogger(__name__)
 
 router = ProtocolTypeRouter(
     {
@@ -24,7 +31,54 @@ router = ProtocolTypeRouter(
 
 
 async def application(scope, receive, send):
-    # The first connection of any kind adopts the server loop for turns and their upkeep
-    # (Daphne has no lifespan events to do it at start-up).
+    # Daphne binds the server loop at start-up (below); under another ASGI server the first
+    # connection adopts it (binding is idempotent).
     server_loop.bind()
     return await router(scope, receive, send)
+
+
+def _hook_daphne() -> None:
+    """Daphne has no lifespan events, but it runs Twisted's asyncio reactor: start with it."""
+    from twisted.internet import reactor
+
+    reactor.callWhenRunning(_reactor_started, reactor)
+
+
+def _reactor_started(reactor) -> None:
+    # After-startup triggers run just before the asyncio loop does: bind from inside it.
+    reactor.callLater(0, server_loop.bind)
+    # However the process stops (SIGINT, SIGTERM without a grace), readiness turns false first.
+    reactor.addSystemEventTrigger("before", "shutdown", server_loop.begin_shutdown)
+    grace = settings.PARLEY_SHUTDOWN_GRACE_SECONDS
+    # Replace Twisted's SIGTERM handler (installed just before this runs), not anyone else's.
+    if grace > 0 and signal.getsignal(signal.SIGTERM) == reactor.sigTerm:
+        signal.signal(
+            signal.SIGTERM, lambda signum, frame: reactor.callFromThread(_drain, reactor, grace)
+        )
+
+
+def _drain(reactor, grace: float) -> None:
+    """On SIGTERM: turn readiness false, keep serving ``grace`` seconds so that the load
+    balancer notices and sends nothing new, then stop as Daphne would. A second SIGTERM stops
+    at once."""
+    if server_loop.draining:
+        _stop(reactor)
+        return
+    server_loop.begin_shutdown()
+    logger.info("SIGTERM: stopping in %.1f s (PARLEY_SHUTDOWN_GRACE_SECONDS)", grace)
+    reactor.callLater(grace, _stop, reactor)
+
+
+def _stop(reactor) -> None:
+    from twisted.internet.error import ReactorNotRunning
+
+    try:
+        reactor.stop()
+    except ReactorNotRunning:
+        pass  # already stopping
+
+
+# Daphne imports daphne.server (which installs the asyncio reactor) before this module; so does
+# Django when "daphne" is an installed app, where the hook waits for a reactor that may never run.
+if "daphne.server" in sys.modules:
+    _hook_daphne()

@@ -1,11 +1,12 @@
-"""Top-level URLs: pages, the admin, the REST API and its documentation."""
+"""Top-level URLs: pages, the admin, the REST API and its documentation, and the endpoints for
+the load balancer and Prometheus."""
 
 from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerView
 
-from conversations import views
+from conversations import health, views
 
 urlpatterns = [
     path("", views.home, name="home"),
@@ -19,6 +20,9 @@ urlpatterns = [
     path("api/schema/", SpectacularAPIView.as_view(), name="api-schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),
     path("api/redoc/", SpectacularRedocView.as_view(url_name="api-schema"), name="api-redoc"),
+    path("healthz", health.healthz, name="healthz"),
+    path("readyz", health.readyz, name="readyz"),
+    path("metrics", health.metrics, name="metrics"),
 ]
 
 handler404 = "conversations.views.not_found"

@@ -6,7 +6,6 @@ import json
 import logging
 from urllib.parse import parse_qs
 
-from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
 from django.conf import settings
 
@@ -15,6 +14,7 @@ from .access import conversation_access
 from .dbthreads import run_db
 from .events import check_seq_within, parse_seq
 from .feed import ConversationFeed
+from .metrics import SOCKETS_OPEN
 from .process import process_id
 from .selectors import conversation_with_state
 from .shared import ApplicationError
@@ -36,18 +36,21 @@ class ConversationConsumer(AsyncWebsocketConsumer):
     feed: ConversationFeed | None = None
     pump: asyncio.Task | None = None
     watcher = None
+    counted = False  # whether this socket is in SOCKETS_OPEN
 
     async def connect(self):
         # Accept first: a close code only reaches the client on an open socket.
         await self.accept()
+        self.counted = True
+        SOCKETS_OPEN.inc()
         user = self.scope.get("user")
         if user is None or not user.is_authenticated:
             await self.close(code=CLOSE_UNAUTHENTICATED)
             return
         self.conversation_id = self.scope["url_route"]["kwargs"]["conversation_id"]
         try:
-            _, self.membership = await database_sync_to_async(conversation_access)(
-                user=user, conversation_id=self.conversation_id
+            _, self.membership = await run_db(
+                conversation_access, user=user, conversation_id=self.conversation_id
             )
         except ApplicationError:
             await self.close(code=CLOSE_FORBIDDEN)
@@ -92,6 +95,9 @@ class ConversationConsumer(AsyncWebsocketConsumer):
         )
 
     async def disconnect(self, code):
+        if self.counted:
+            self.counted = False
+            SOCKETS_OPEN.dec()
         if self.pump is not None:
             self.pump.cancel()
         if self.feed is not None:
@@ -186,9 +192,7 @@ class ConversationConsumer(AsyncWebsocketConsumer):
         interactive = frame.get("interactive", True)
         if not isinstance(interactive, bool):
             raise ApplicationError("invalid", "interactive: must be true or false.")
-        turn, started = await database_sync_to_async(self._turn_start)(
-            frame.get("input"), interactive
-        )
+        turn, started = await run_db(self._turn_start, frame.get("input"), interactive)
         return {"turn": turn.pk, "seq": started.seq}
 
     def _turn_start(self, text, interactive: bool):
@@ -206,9 +210,7 @@ class ConversationConsumer(AsyncWebsocketConsumer):
         return {"from_seq": from_seq, "latest_seq": conversation.last_seq}
 
     async def frame_turn_steer(self, frame: dict) -> dict:
-        steered = await database_sync_to_async(self._turn_steer)(
-            frame.get("expected_turn_id"), frame.get("input")
-        )
+        steered = await run_db(self._turn_steer, frame.get("expected_turn_id"), frame.get("input"))
         return {"turn": steered.turn_id, "seq": steered.seq}
 
     def _turn_steer(self, expected_turn_id, text):
@@ -223,7 +225,7 @@ class ConversationConsumer(AsyncWebsocketConsumer):
         )
 
     async def frame_turn_cancel(self, frame: dict) -> dict:
-        turn = await database_sync_to_async(self._turn_cancel)(frame.get("turn_id"))
+        turn = await run_db(self._turn_cancel, frame.get("turn_id"))
         return {"turn": turn.pk, "status": turn.status}
 
     def _turn_cancel(self, turn_id):
@@ -235,7 +237,7 @@ class ConversationConsumer(AsyncWebsocketConsumer):
         )
 
     async def frame_selection_reply(self, frame: dict) -> dict:
-        return await database_sync_to_async(self._selection_reply)(frame)
+        return await run_db(self._selection_reply, frame)
 
     def _selection_reply(self, frame: dict) -> dict:
         if ("answer" in frame) == ("action" in frame):

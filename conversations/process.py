@@ -11,6 +11,8 @@ from collections.abc import Callable
 
 from channels.layers import InMemoryChannelLayer, get_channel_layer
 
+from .metrics import LAYER_ERRORS
+
 logger = logging.getLogger(__name__)
 
 _identity: tuple[int, str] | None = None
@@ -38,21 +40,24 @@ async def receive_forever(layer, channel: str, handle: Callable[[dict], None]) -
             message = await layer.receive(channel)
         except asyncio.CancelledError:
             raise
-        except Exception:
-            logger.exception("Receiving on %s failed; retrying", channel)
+        except Exception as exc:
+            LAYER_ERRORS.labels("receive").inc()
+            logger.warning("Receiving on %s failed (%r); retrying", channel, exc)
             await asyncio.sleep(0.5)
             continue
         handle(message)
 
 
 class ServerLoop:
-    """Holds the server's event loop so that sync code in other threads can reach it, and runs
-    what was asked to start with it (process upkeep) once it is known."""
+    """Holds the server's event loop so that sync code in other threads can reach it, runs what
+    was asked to start with it (process upkeep) once it is known, and knows whether the process
+    has begun to shut down (readiness turns false then)."""
 
     def __init__(self):
         self.loop: asyncio.AbstractEventLoop | None = None
         self._loop_thread: int | None = None
         self._on_bind: list[Callable[[], None]] = []
+        self.draining = False
 
     def on_bind(self, start: Callable[[], None]) -> None:
         """Call ``start()`` on the server loop once it is bound (registered at app start)."""
@@ -67,6 +72,13 @@ class ServerLoop:
         self._loop_thread = threading.get_ident()
         for start in self._on_bind:
             start()
+
+    def begin_shutdown(self) -> None:
+        """Mark the process as shutting down (idempotent): it goes on serving what it has while
+        its readiness tells the load balancer to send it nothing new."""
+        if not self.draining:
+            self.draining = True
+            logger.info("Shutting down: no longer ready for new connections")
 
     def in_loop_thread(self) -> bool:
         return self._loop_thread == threading.get_ident()

@@ -21,6 +21,8 @@ os.environ.setdefault(
     ' "scripted": "tests.agents.ScriptedAgent"}',
 )
 os.environ.setdefault("PARLEY_BUILTIN_PACE_MS", "1")
+# The servers tests start stop at once on SIGTERM (a test that drains asks for a grace).
+os.environ.setdefault("PARLEY_SHUTDOWN_GRACE_SECONDS", "0")
 
 from config.settings import *  # noqa: E402, F403
 from config.settings import DATABASES  # noqa: E402

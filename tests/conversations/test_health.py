@@ -1,0 +1,175 @@
+"""Liveness, readiness and metrics as the load balancer and Prometheus see them, from real
+Daphnes; and a server that binds its loop (and runs its upkeep) before anyone connects."""
+
+import asyncio
+import os
+import signal
+import socket
+import time
+from datetime import timedelta
+
+import httpx
+import pytest
+from django.utils import timezone
+from prometheus_client.parser import text_string_to_metric_families
+
+from conversations import services
+from conversations.models import Turn
+from tests.conftest import LiveServer, receive_json, wait_for_turn_end
+
+STATUSES = ["queued", "running", "awaiting_input", "completed", "failed", "cancelled"]
+
+
+def samples(text: str) -> dict[tuple, float]:
+    """Every sample of a Prometheus text page, by (name, sorted labels)."""
+    return {
+        (sample.name, tuple(sorted(sample.labels.items()))): sample.value
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+    }
+
+
+async def metrics_until(client: httpx.AsyncClient, name: str, labels: dict, value: float):
+    """Scrape /metrics until a sample has the value; returns that page's samples."""
+    key = (name, tuple(sorted(labels.items())))
+    seen = None
+    for _ in range(200):
+        response = await client.get("/metrics")
+        assert response.status_code == 200
+        assert response.headers["content-type"].startswith("text/plain")
+        page = samples(response.text)
+        seen = page.get(key)
+        if seen == value:
+            return page
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"{name}{labels} stayed {seen}, never {value}")
+
+
+def closed_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def test_liveness_and_readiness_of_a_healthy_server(server):
+    with server.client() as client:  # no credentials: the load balancer has none
+        live = client.get("/healthz")
+        assert live.status_code == 200 and live.json() == {"status": "ok"}
+        ready = client.get("/readyz")
+        assert ready.status_code == 200
+        assert ready.json() == {
+            "status": "ready",
+            "checks": {"database": "ok", "channel_layer": "ok"},
+        }
+        assert "no-cache" in ready.headers["cache-control"]
+
+
+def test_readiness_names_the_channel_layer_when_redis_is_away(transactional_db, tmp_path):
+    # Not through make_server: with its Redis away the server rightly logs errors.
+    live = LiveServer(
+        tmp_path / "daphne.log", {"REDIS_URL": f"redis://127.0.0.1:{closed_port()}/0"}
+    )
+    try:
+        with live.client() as client:
+            assert client.get("/healthz").status_code == 200  # alive, only not ready
+            ready = client.get("/readyz")
+        assert ready.status_code == 503, ready.text
+        body = ready.json()
+        assert body["status"] == "unavailable"
+        assert body["checks"]["database"] == "ok"
+        assert body["checks"]["channel_layer"].startswith("ConnectionError: "), body
+    finally:
+        live.stop()
+
+
+@pytest.mark.cluster  # run in the PostgreSQL pass, where the run has a Redis
+def test_readiness_pings_redis_when_the_layer_is_on_redis(make_server):
+    live = make_server(REDIS_URL=os.environ["PARLEY_TEST_REDIS_URL"])
+    with live.client() as client:
+        ready = client.get("/readyz")
+    assert ready.status_code == 200, ready.text
+    assert ready.json()["checks"] == {"database": "ok", "channel_layer": "ok"}
+
+
+def test_sigterm_turns_readiness_false_then_the_server_stops(make_server):
+    live = make_server(PARLEY_SHUTDOWN_GRACE_SECONDS="5")
+    with live.client() as client:
+        assert client.get("/readyz").status_code == 200
+        live.process.send_signal(signal.SIGTERM)
+        deadline = time.monotonic() + 4
+        while (ready := client.get("/readyz")).status_code == 200:
+            assert time.monotonic() < deadline, "still ready after SIGTERM"
+            time.sleep(0.05)
+        # Draining: not ready, but alive and still serving.
+        assert ready.status_code == 503 and ready.json()["status"] == "shutting_down"
+        assert client.get("/healthz").status_code == 200
+        assert client.get("/api/workspaces/").status_code == 401
+    assert live.process.wait(timeout=20) == 0
+
+
+async def test_metrics_count_sockets_turns_and_questions(server, people, conversation):
+    cid = conversation.pk
+    async with server.async_client(people.alice) as client:
+        page = await metrics_until(client, "parley_sockets_open", {}, 0)
+        for status in STATUSES:
+            assert ("parley_turns", (("status", status),)) in page
+        for name in (
+            "parley_questions_pending",
+            "parley_turns_running",
+            "parley_events_written_total",
+            "parley_event_commit_seconds_count",
+        ):
+            assert (name, ()) in page, name
+
+        async with server.connect(cid, people.alice) as ws:
+            assert (await receive_json(ws))["type"] == "ws.ready"
+            await metrics_until(client, "parley_sockets_open", {}, 1)
+        await metrics_until(client, "parley_sockets_open", {}, 0)
+
+        started = await client.post(f"/api/conversations/{cid}/turns/", json={"input": "help"})
+        assert started.status_code == 202, started.text
+        with server.client(people.alice) as waiting:
+            wait_for_turn_end(waiting, cid)
+        await metrics_until(client, "parley_turns", {"status": "completed"}, 1)
+
+        # "summarize" with no path asks which file: a question waits for an answer.
+        asking = await client.post(f"/api/conversations/{cid}/turns/", json={"input": "summarize"})
+        page = await metrics_until(client, "parley_questions_pending", {}, 1)
+        assert page[("parley_turns", (("status", "awaiting_input"),))] == 1
+        stop = await client.post(
+            f"/api/conversations/{cid}/cancel/", json={"turn_id": asking.json()["turn"]}
+        )
+        assert stop.status_code == 202, stop.text
+        page = await metrics_until(client, "parley_turns", {"status": "cancelled"}, 1)
+        assert page[("parley_questions_pending", ())] == 0
+
+
+def test_upkeep_starts_with_the_server_before_anyone_connects(
+    transactional_db, tmp_path, people, conversation
+):
+    left = Turn.objects.create(
+        conversation=conversation,
+        input="x",
+        started_by=people.alice.user,
+        status=Turn.Status.RUNNING,
+        runner="gone:1",
+        lease_expires_at=timezone.now() - timedelta(seconds=5),
+    )
+    live = UntouchedServer(tmp_path / "daphne.log")
+    try:
+        deadline = time.monotonic() + 20
+        while (status := Turn.objects.get(pk=left.pk).status) != Turn.Status.FAILED:
+            assert live.process.poll() is None, live.log_text()
+            assert time.monotonic() < deadline, f"turn still {status}:\n{live.log_text()}"
+            time.sleep(0.05)
+        assert Turn.objects.get(pk=left.pk).error == services.TURN_LOST_ERROR
+    finally:
+        live.stop()
+    assert " ERROR " not in live.log_text()
+
+
+class UntouchedServer(LiveServer):
+    """A Daphne that nobody sends a request to (a request would bind its loop)."""
+
+    def _wait_ready(self, timeout: float = 20) -> None:
+        pass
