@@ -104,6 +104,14 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
 # database threads (conversations.dbthreads), which is where reuse matters.
 DATABASES["default"]["CONN_MAX_AGE"] = env.int("PARLEY_DB_CONN_MAX_AGE", default=0)
 DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
+if DATABASES["default"]["ENGINE"].endswith("postgresql"):
+    # A process stalled inside a transaction (paused, swapping, partitioned) would hold its row
+    # locks, and block the process that reaps its turns, for as long as it stalls. PostgreSQL
+    # ends such a session after half a turn lease, so the lease decides, as designed.
+    _idle_ms = env.int("PARLEY_TURN_LEASE_SECONDS", default=30) * 500
+    DATABASES["default"].setdefault("OPTIONS", {})["options"] = (
+        f"-c idle_in_transaction_session_timeout={_idle_ms}"
+    )
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 # Channel layer: in-memory in one process; Redis when a URL is given.
@@ -197,6 +205,8 @@ PARLEY_DELTA_COALESCE_MS = env.int("PARLEY_DELTA_COALESCE_MS", default=30)
 PARLEY_EVENT_BACKLOG = env.int("PARLEY_EVENT_BACKLOG", default=2000)
 # A turn's lease: renewed by its process; once it runs out the turn is ended as failed.
 PARLEY_TURN_LEASE_SECONDS = env.int("PARLEY_TURN_LEASE_SECONDS", default=30)
+# How long a turn's own writes keep trying while the database is away (a restart, a failover).
+PARLEY_DB_RETRY_SECONDS = env.float("PARLEY_DB_RETRY_SECONDS", default=60.0)
 PARLEY_MAX_INPUT_CHARS = env.int("PARLEY_MAX_INPUT_CHARS", default=20_000)
 PARLEY_WS_MAX_FRAME_BYTES = env.int("PARLEY_WS_MAX_FRAME_BYTES", default=64 * 1024)
 PARLEY_SSE_KEEPALIVE_SECONDS = env.float("PARLEY_SSE_KEEPALIVE_SECONDS", default=15.0)
@@ -207,3 +217,6 @@ PARLEY_FEED_POLL_SECONDS = env.float("PARLEY_FEED_POLL_SECONDS", default=5.0)
 PARLEY_SELECTION_TIMEOUT_SECONDS = env.float("PARLEY_SELECTION_TIMEOUT_SECONDS", default=300.0)
 PARLEY_MAX_QUESTIONS_PER_TURN = env.int("PARLEY_MAX_QUESTIONS_PER_TURN", default=10)
 PARLEY_SELECTION_POLL_SECONDS = env.float("PARLEY_SELECTION_POLL_SECONDS", default=5.0)
+# On SIGTERM a process reports itself not ready (/readyz answers 503) and goes on serving this
+# long, so that the load balancer stops sending it work, before it stops; 0 stops at once.
+PARLEY_SHUTDOWN_GRACE_SECONDS = env.float("PARLEY_SHUTDOWN_GRACE_SECONDS", default=5.0)

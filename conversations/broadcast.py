@@ -15,6 +15,7 @@ from channels.layers import get_channel_layer
 from . import selectors
 from .dbthreads import run_db
 from .events import Frame, encode
+from .metrics import LAYER_ERRORS
 from .process import layer_is_shared, process_id, receive_forever, server_loop
 
 logger = logging.getLogger(__name__)
@@ -100,7 +101,12 @@ class Hub:
             async with self._membership:
                 layer = get_channel_layer()
                 await self._ensure_listener(layer)
-                await layer.group_add(conversation_group_name(conversation_id), self._channel)
+                try:
+                    await layer.group_add(conversation_group_name(conversation_id), self._channel)
+                except Exception as exc:
+                    # The watcher still gets every event, from the database, seconds late.
+                    LAYER_ERRORS.labels("group_add").inc()
+                    logger.warning("Could not join %s's group: %r", conversation_id, exc)
         return subscription
 
     async def unsubscribe(self, subscription: Subscription) -> None:
@@ -186,8 +192,9 @@ class Hub:
                 }
                 try:
                     await layer.group_send(conversation_group_name(conversation_id), message)
-                except Exception:
-                    logger.exception("Could not forward presence in %s", conversation_id)
+                except Exception as exc:
+                    LAYER_ERRORS.labels("group_send").inc()
+                    logger.warning("Could not forward presence in %s: %r", conversation_id, exc)
                 continue
             for start in range(0, len(frames), LAYER_BATCH):
                 chunk = frames[start : start + LAYER_BATCH]
@@ -199,9 +206,10 @@ class Hub:
                 }
                 try:
                     await layer.group_send(conversation_group_name(conversation_id), message)
-                except Exception:
-                    # Watchers elsewhere notice the hole and read it from the database.
-                    logger.exception("Could not forward events of %s", conversation_id)
+                except Exception as exc:
+                    # Watchers elsewhere notice the hole, or the quiet, and read the database.
+                    LAYER_ERRORS.labels("group_send").inc()
+                    logger.warning("Could not forward events of %s: %r", conversation_id, exc)
 
     async def _ensure_listener(self, layer) -> None:
         if self._listener is not None and not self._listener.done():

@@ -6,10 +6,15 @@ long as the process, so their connections are opened once and reused for every b
 
 import asyncio
 import functools
+import logging
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 
-from django.db import DatabaseError, connection
+from django.conf import settings
+from django.db import DatabaseError, InterfaceError, OperationalError, connection
+
+logger = logging.getLogger(__name__)
 
 THREADS = 4
 _executor = ThreadPoolExecutor(max_workers=THREADS, thread_name_prefix="parley-db")
@@ -28,6 +33,30 @@ async def run_db(fn, /, *args, **kwargs):
     """Run ``fn`` (sync code that uses the ORM) in a database thread and return its result."""
     loop = asyncio.get_running_loop()
     return await loop.run_in_executor(_executor, functools.partial(_call, fn, args, kwargs))
+
+
+# What a retry can cure: the connection dropped (a database restart), a deadlock or lock
+# timeout chosen as victim. Not integrity or programming errors, which would fail again.
+TRANSIENT_ERRORS = (OperationalError, InterfaceError)
+
+
+async def run_db_retrying(fn, /, *args, **kwargs):
+    """Like :func:`run_db`, trying again with backoff while the database is away (for up to
+    ``PARLEY_DB_RETRY_SECONDS``). For the turn runtime's writes: each is one transaction, so a
+    failed attempt left nothing behind and a retry duplicates nothing."""
+    deadline = time.monotonic() + settings.PARLEY_DB_RETRY_SECONDS
+    delay = 0.05
+    while True:
+        try:
+            return await run_db(fn, *args, **kwargs)
+        except TRANSIENT_ERRORS as exc:
+            if time.monotonic() + delay > deadline:
+                raise
+            logger.warning(
+                "%s failed (%s); trying again in %.2f s", fn.__name__, str(exc).strip(), delay
+            )
+        await asyncio.sleep(delay)
+        delay = min(delay * 2, 2.0)
 
 
 def close_connections() -> None:

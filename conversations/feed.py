@@ -14,7 +14,7 @@ from django.conf import settings
 
 from . import selectors
 from .broadcast import Subscription, hub
-from .dbthreads import run_db
+from .dbthreads import run_db_retrying
 from .events import Frame
 
 
@@ -53,7 +53,8 @@ class ConversationFeed:
         poll = settings.PARLEY_FEED_POLL_SECONDS
         while True:
             if self._replay:
-                frames = await run_db(
+                # Retried while the database is away: the watcher waits, then catches up.
+                frames = await run_db_retrying(
                     selectors.event_frames_after,
                     conversation_id=self.conversation_id,
                     after_seq=self.last_seq,

@@ -1,5 +1,7 @@
 """Reads of workspaces, conversations, turns and events."""
 
+from dataclasses import dataclass
+
 from django.db.models import OuterRef, QuerySet, Subquery, TextField
 from django.db.models.functions import Cast
 
@@ -99,6 +101,30 @@ def steering_after(*, turn_id: str, after_seq: int) -> list[tuple[int, str]]:
         turn_id=turn_id, type=TurnEvent.Type.TURN_STEERED, seq__gt=after_seq
     ).order_by("seq")
     return [(seq, data["input"]) for seq, data in rows.values_list("seq", "data")]
+
+
+@dataclass(frozen=True)
+class ControlNews:
+    """What people sent to running turns, as stored: steering and Stop requests."""
+
+    steering: list[tuple[str, int, str]]  # (turn id, seq, input)
+    stop_requested: list[str]  # turn ids
+
+
+def turn_control_news(*, turn_ids: list[str]) -> ControlNews:
+    """The steering and Stop requests of these (running) turns, in two queries."""
+    steering = (
+        TurnEvent.objects.filter(turn_id__in=turn_ids, type=TurnEvent.Type.TURN_STEERED)
+        .order_by("seq")
+        .values_list("turn_id", "seq", "data")
+    )
+    stopping = Turn.objects.filter(
+        pk__in=turn_ids, status__in=Turn.ACTIVE_STATUSES, cancel_requested_at__isnull=False
+    ).values_list("pk", flat=True)
+    return ControlNews(
+        steering=[(turn_id, seq, data["input"]) for turn_id, seq, data in steering],
+        stop_requested=list(stopping),
+    )
 
 
 def acting_member(*, workspace_id: int, username: str):

@@ -3,6 +3,21 @@
 Events are appended in the same transaction as the state they record, numbered from the
 conversation's counter, and published only once that transaction commits ("write, then
 publish"), so whatever a client saw live it can replay.
+
+Lock order. Every transaction that takes more than one row lock takes them in this order, so two
+writers never wait on each other in a circle (PostgreSQL's "deadlock detected"):
+
+    Turn  ->  Selection  ->  Conversation (its event counter, always last: see append_events)
+
+Steering, Stop, a turn's writes and its end lock the turn first; an answer locks the turn
+before it settles the question (selection.services); the counter is taken by append_events,
+which every writer calls last.
+
+Fencing. The writes a turn makes itself (its events, its questions, its end) run only while its
+process still owns it: the turn is locked and its ``runner`` checked in the same transaction
+(``_lock_owned_turn``). A process whose turn was reaped learns it at its next write, or at its
+next lease renewal, and stops that turn. Writes from people and upkeep (answers, steering,
+Stop, expiry, reaping) are made by whichever process receives them, and are not fenced.
 """
 
 from datetime import datetime, timedelta
@@ -24,6 +39,28 @@ from .shared import ApplicationError, person
 EventSpec = tuple[str, dict]
 
 TURN_LOST_ERROR = "The server running this turn stopped before it finished."
+
+
+class TurnLost(ApplicationError):
+    """This process no longer owns the turn (it was reaped, or has ended): it must stop it."""
+
+    def __init__(self, turn_id: str):
+        super().__init__(
+            "turn_lost", f"Turn {turn_id} is no longer run by this process.", status=409
+        )
+
+
+def lock_owned_turn(turn_id: str, process: str) -> Turn:
+    """Lock a turn this process runs, for one of its own writes. Raises TurnLost if the turn
+    has ended or another process owns it (fencing: see the module's docstring)."""
+    turn = (
+        Turn.objects.select_for_update()
+        .filter(pk=turn_id, runner=process, status__in=Turn.ACTIVE_STATUSES)
+        .first()
+    )
+    if turn is None:
+        raise TurnLost(turn_id)
+    return turn
 
 
 def _lease_end() -> datetime:
@@ -85,10 +122,12 @@ def append_events(*, conversation_id: str, turn_id: str, events: list[EventSpec]
 
 
 def turn_events_append(
-    *, conversation_id: str, turn_id: str, events: list[EventSpec]
+    *, conversation_id: str, turn_id: str, process: str, events: list[EventSpec]
 ) -> list[Frame]:
-    """Append a batch of a running turn's events. Returns their frames (already numbered)."""
+    """Append a batch of a running turn's events, if ``process`` still owns the turn (else
+    TurnLost, and nothing is written). Returns their frames (already numbered)."""
     with transaction.atomic():
+        lock_owned_turn(turn_id, process)
         return append_events(conversation_id=conversation_id, turn_id=turn_id, events=events)
 
 
@@ -252,9 +291,13 @@ def turn_cancel(*, conversation: Conversation, user, turn_id: str) -> Turn:
     return turn
 
 
-def turn_finish(*, turn_id: str, status: str, error: str = "") -> list[Frame]:
+def turn_finish(
+    *, turn_id: str, status: str, error: str = "", process: str | None = None
+) -> list[Frame]:
     """End an active turn with its one terminal event; a turn already ended is left alone.
 
+    ``process`` is given by the process running the turn: the end is then fenced (TurnLost if
+    it no longer owns the turn). Without it, the turn is ended whoever runs it (reaping).
     Returns the frames written (none when another writer ended the turn first), so every turn
     gets exactly one of turn.completed, turn.failed and turn.cancelled.
     """
@@ -262,14 +305,13 @@ def turn_finish(*, turn_id: str, status: str, error: str = "") -> list[Frame]:
         raise ValueError(f"{status!r} is not a terminal status")
     now = timezone.now()
     with transaction.atomic():
-        turn = (
-            Turn.objects.select_for_update()
-            .select_related("cancelled_by")
-            .filter(pk=turn_id)
-            .first()
-        )
-        if turn is None or not turn.is_active:
-            return []
+        if process is not None:
+            turn = lock_owned_turn(turn_id, process)
+        else:
+            # Only the turn's own row: PostgreSQL refuses FOR UPDATE across an outer join.
+            turn = Turn.objects.select_for_update().filter(pk=turn_id).first()
+            if turn is None or not turn.is_active:
+                return []
         turn.status = status
         turn.error = error
         turn.ended_at = now
@@ -293,27 +335,35 @@ def turns_upkeep(*, process: str, local_turn_ids: list[str], reap_foreign: bool)
     """Renew the leases of the turns this process runs and end turns whose process died.
 
     With ``reap_foreign`` every active turn not run here is ended at once (used at start-up when
-    no other process can exist). Returns the ids of local turns that someone asked to stop, so a
-    Stop whose wake-up was lost is still honoured.
+    no other process can exist). Returns the ids of local turns this process no longer owns
+    (reaped, or ended elsewhere), whose agents it must stop.
     """
     now = timezone.now()
-    Turn.objects.filter(pk__in=local_turn_ids, status__in=Turn.ACTIVE_STATUSES).update(
-        runner=process, lease_expires_at=_lease_end()
+    owned = Turn.objects.filter(
+        pk__in=local_turn_ids, runner=process, status__in=Turn.ACTIVE_STATUSES
     )
+    owned.update(lease_expires_at=_lease_end())
+    still_owned = set(owned.values_list("pk", flat=True))
     lost = Turn.objects.filter(status__in=Turn.ACTIVE_STATUSES).exclude(pk__in=local_turn_ids)
     if reap_foreign:
         lost = lost.exclude(runner=process) | lost.filter(lease_expires_at__lt=now)
     else:
         lost = lost.filter(lease_expires_at__lt=now)
     for turn_id in lost.values_list("pk", flat=True):
-        turn_finish(turn_id=turn_id, status=Turn.Status.FAILED, error=TURN_LOST_ERROR)
-    return list(
-        Turn.objects.filter(
-            pk__in=local_turn_ids,
-            status__in=Turn.ACTIVE_STATUSES,
-            cancel_requested_at__isnull=False,
-        ).values_list("pk", flat=True)
-    )
+        turn_reap(turn_id=turn_id, only_if_expired=not reap_foreign)
+    return [turn_id for turn_id in local_turn_ids if turn_id not in still_owned]
+
+
+def turn_reap(*, turn_id: str, only_if_expired: bool = True) -> list[Frame]:
+    """End a turn whose process stopped renewing its lease, as failed. The lease is checked
+    again under the turn's lock, so a renewal that just landed keeps the turn alive."""
+    with transaction.atomic():
+        turn = Turn.objects.select_for_update().filter(pk=turn_id).first()
+        if turn is None or not turn.is_active:
+            return []
+        if only_if_expired and turn.lease_expires_at and turn.lease_expires_at >= timezone.now():
+            return []
+        return turn_finish(turn_id=turn_id, status=Turn.Status.FAILED, error=TURN_LOST_ERROR)
 
 
 def membership_set(*, workspace: Workspace, user, role: str) -> Membership:

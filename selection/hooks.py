@@ -6,7 +6,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from conversations.dbthreads import run_db
+from conversations.dbthreads import run_db, run_db_retrying
+from conversations.process import process_id
 from conversations.selectors import acting_member
 from conversations.shared import new_selection_id, not_found
 
@@ -44,8 +45,9 @@ class TurnQuestions:
         # Ready for the wake-up before the question is stored: someone may answer the moment
         # selection.requested is published.
         with parking.expecting(selection_id):
-            selection = await run_db(
+            selection = await run_db_retrying(
                 services.selection_request,
+                process=process_id(),
                 selection_id=selection_id,
                 turn_id=turn_id,
                 ordinal=ordinal,

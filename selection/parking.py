@@ -5,15 +5,19 @@ layer delays a turn by seconds at most and a thousand parked turns cost one quer
 thousand."""
 
 import asyncio
+import logging
 from contextlib import contextmanager
 
 from django.conf import settings
 from django.utils import timezone
 
-from conversations.dbthreads import run_db
+from conversations.dbthreads import run_db, run_db_retrying
+from conversations.metrics import WAKEUPS_RECOVERED
 
 from . import selectors, services
 from .models import Selection
+
+logger = logging.getLogger(__name__)
 
 
 class _Spot:
@@ -61,7 +65,7 @@ class Parking:
         while True:
             remaining = (selection.expires_at - timezone.now()).total_seconds()
             if remaining <= 0:
-                await run_db(services.selection_expire, selection=selection)
+                await run_db_retrying(services.selection_expire, selection=selection)
             else:
                 try:
                     async with asyncio.timeout(remaining):
@@ -71,7 +75,7 @@ class Parking:
                 spot.event.clear()
             if spot.outcome is not None:
                 return spot.outcome
-            settled = await run_db(selectors.settled_selection, selection_id=selection.pk)
+            settled = await run_db_retrying(selectors.settled_selection, selection_id=selection.pk)
             if settled is not None:
                 return settled.outcome()
 
@@ -83,8 +87,16 @@ class Parking:
     async def _poll(self) -> None:
         while self._waiting:
             await asyncio.sleep(settings.PARLEY_SELECTION_POLL_SECONDS)
-            settled = await run_db(selectors.settled_selection_ids, ids=list(self._waiting))
+            try:
+                settled = await run_db(selectors.settled_selection_ids, ids=list(self._waiting))
+            except Exception:
+                # The database is away (a restart): the turns wait on, and so does the poller.
+                logger.warning("Could not read the parked questions; trying again", exc_info=True)
+                continue
             for selection_id in settled:
+                spot = self._waiting.get(selection_id)
+                if spot is not None and not spot.event.is_set():
+                    WAKEUPS_RECOVERED.labels("answer").inc()
                 self.wake(selection_id)
 
 

@@ -14,7 +14,7 @@ from django.utils import timezone
 
 from conversations.events import Frame
 from conversations.models import Turn, TurnEvent
-from conversations.services import append_events, turn_notify
+from conversations.services import append_events, lock_owned_turn, turn_notify
 from conversations.shared import ApplicationError, person
 
 from .models import Selection
@@ -31,13 +31,13 @@ def selection_request(
     fields: dict,
     addressee=None,
     timeout_seconds: float,
+    process: str,
 ) -> Selection:
     """Store a question under ``selection_id``, emit ``selection.requested`` and move the turn
-    to awaiting_input. Raises ApplicationError ``turn_not_active`` if the turn has ended."""
+    to awaiting_input: a write of the turn's own, fenced (TurnLost unless ``process`` still runs
+    the turn; see conversations.services)."""
     with transaction.atomic():
-        turn = Turn.objects.select_for_update().get(pk=turn_id)
-        if not turn.is_active:
-            raise ApplicationError("turn_not_active", "The turn has ended.", status=409)
+        turn = lock_owned_turn(turn_id, process)
         selection = Selection.objects.create(
             id=selection_id,
             conversation_id=turn.conversation_id,
@@ -120,6 +120,9 @@ def _resolve(selection: Selection, status: str, *, answer=None, user=None, befor
     the winner's outcome, read again.
     """
     with transaction.atomic():
+        # The lock order (conversations.services): the turn, then the question, then the
+        # conversation's counter.
+        Turn.objects.select_for_update().filter(pk=selection.turn_id).first()
         now = timezone.now()
         pending = Selection.objects.filter(pk=selection.pk, status=Selection.Status.PENDING)
         if before_expiry:

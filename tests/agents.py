@@ -20,7 +20,9 @@ class ScriptedAgent(Agent):
 
     ``{"ask": {...}}`` asks (the keyword arguments of ctx.ask) and says the outcome as its own
     message, ``{"status", "value", "by"}``; ``{"say": "…"}`` says something;
-    ``{"sleep": seconds}`` waits; ``{"steering": true}`` says what steering has arrived.
+    ``{"sleep": seconds}`` waits; ``{"steering": true}`` says what steering has arrived;
+    ``{"await_steering": seconds}`` waits (checking at each step, as an agent does) for steering
+    and says it, or says an empty list when the time is up.
     """
 
     async def run(self, ctx):
@@ -35,4 +37,15 @@ class ScriptedAgent(Agent):
                 await asyncio.sleep(step["sleep"])
             elif "steering" in step:
                 await ctx.say(json.dumps({"steering": ctx.steering()}))
+            elif "await_steering" in step:
+                await ctx.say(json.dumps({"steering": await _next_steering(ctx, step)}))
             await ctx.end_message()
+
+
+async def _next_steering(ctx, step) -> list[str]:
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + step["await_steering"]
+    while True:
+        if (steering := ctx.steering()) or loop.time() >= deadline:
+            return steering
+        await asyncio.sleep(0.02)

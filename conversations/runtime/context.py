@@ -135,11 +135,14 @@ class TurnContext:
         self._steering.clear()
         return inputs
 
-    def _receive_steering(self, seq: int, text: str) -> None:
-        # Each input once, whether its wake-up or a catch-up read brought it (or both).
-        if seq not in self._steering_seen:
-            self._steering_seen.add(seq)
-            self._steering.append(text)
+    def _receive_steering(self, seq: int, text: str) -> bool:
+        """Take steering in, each input once, whether its wake-up or a catch-up read brought it
+        (or both). True if it was new."""
+        if seq in self._steering_seen:
+            return False
+        self._steering_seen.add(seq)
+        self._steering.append(text)
+        return True
 
     async def ask(
         self,

@@ -12,6 +12,7 @@ from collections.abc import Callable
 
 from channels.layers import get_channel_layer
 
+from ..metrics import LAYER_ERRORS
 from ..process import receive_forever
 
 logger = logging.getLogger(__name__)
@@ -61,5 +62,6 @@ class Inboxes:
     async def _send(self, inbox: str, message: dict) -> None:
         try:
             await get_channel_layer().send(inbox, message)
-        except Exception:
-            logger.warning("Could not reach %s; the turn will find out from the database", inbox)
+        except Exception as exc:
+            LAYER_ERRORS.labels("send").inc()
+            logger.warning("Could not reach %s (%r); the turn reads the database", inbox, exc)

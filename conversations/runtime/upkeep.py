@@ -1,5 +1,5 @@
 """Process upkeep: every few seconds, renew the leases of this process's turns and watchers,
-honour Stop requests whose wake-up was lost, and end turns (and forget watchers) whose process
+stop the turns this process no longer owns, and end turns (and forget watchers) whose process
 died."""
 
 import asyncio
@@ -8,7 +8,7 @@ import logging
 from django.conf import settings
 
 from .. import services
-from ..dbthreads import run_db
+from ..dbthreads import TRANSIENT_ERRORS, run_db
 from ..process import layer_is_shared, process_id
 from .runner import TurnRunner
 
@@ -31,17 +31,19 @@ class Upkeep:
         reap_foreign = not layer_is_shared()
         while True:
             try:
-                cancel_ids = await run_db(
+                lost_ids = await run_db(
                     services.turns_upkeep,
                     process=process_id(),
                     local_turn_ids=self._runner.local_turn_ids(),
                     reap_foreign=reap_foreign,
                 )
-                for turn_id in cancel_ids:
-                    self._runner.cancel_local(turn_id)
+                for turn_id in lost_ids:
+                    self._runner.lose_local(turn_id)
                 await run_db(
                     services.watchers_upkeep, process=process_id(), reap_foreign=reap_foreign
                 )
+            except TRANSIENT_ERRORS as exc:
+                logger.warning("Turn upkeep failed (%s); trying again in %.0f s", exc, interval)
             except Exception:
                 logger.exception("Turn upkeep failed; trying again in %.0f s", interval)
             reap_foreign = False

@@ -7,8 +7,10 @@ import time
 from django.conf import settings
 
 from .. import services
-from ..dbthreads import run_db
+from ..dbthreads import run_db_retrying
 from ..events import EventType
+from ..metrics import EVENT_COMMIT_SECONDS, EVENTS_WRITTEN
+from ..process import process_id
 
 logger = logging.getLogger(__name__)
 
@@ -30,9 +32,11 @@ class EventWriter:
     :meth:`throttle` (backpressure) instead of growing memory without bound.
     """
 
-    def __init__(self, *, conversation_id: str, turn_id: str):
+    def __init__(self, *, conversation_id: str, turn_id: str, on_lost=None):
         self.conversation_id = conversation_id
         self.turn_id = turn_id
+        # Called once if a write finds that this process no longer owns the turn (fencing).
+        self._on_lost = on_lost
         self._pending: list[list] = []
         self._pending_since = 0.0
         self._only_deltas = True
@@ -126,19 +130,34 @@ class EventWriter:
             batch, self._pending = self._pending, []
             self._urgent = False
             self._flushing = True
+            started = time.perf_counter()
             try:
-                await run_db(
+                # A batch is one transaction: retried while the database is away, it is written
+                # once or not at all.
+                await run_db_retrying(
                     services.turn_events_append,
                     conversation_id=self.conversation_id,
                     turn_id=self.turn_id,
+                    process=process_id(),
                     events=[tuple(item) for item in batch],
                 )
+            except services.TurnLost as exc:
+                logger.warning("Turn %s is no longer run here; its writes stop", self.turn_id)
+                self._fail(exc)
+                if self._on_lost is not None:
+                    self._on_lost()
+                return
             except Exception as exc:
                 logger.exception("Could not write events of turn %s", self.turn_id)
-                self._error = exc
-                self._progress.set()
+                self._fail(exc)
                 return
             finally:
                 self._flushing = False
+            EVENT_COMMIT_SECONDS.observe(time.perf_counter() - started)
+            EVENTS_WRITTEN.inc(len(batch))
             self._written += len(batch)
             self._progress.set()
+
+    def _fail(self, exc: BaseException) -> None:
+        self._error = exc
+        self._progress.set()

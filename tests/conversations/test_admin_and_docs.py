@@ -24,6 +24,7 @@ def finished_turn(people, conversation):
     services.turn_events_append(
         conversation_id=conversation.pk,
         turn_id=turn.pk,
+        process=turn.runner,
         events=[
             ("message.delta", {"text": "Hi "}),
             ("message.delta", {"text": "<b>there</b>"}),
@@ -135,6 +136,7 @@ def test_admin_links_and_redirects_survive_ids_that_look_like_its_escapes(
         ordinal=1,
         fields={"kind": "text", "prompt": "Well?"},
         timeout_seconds=60,
+        process=turn.runner,
     )
     answered = admin_client.post(
         f"/admin/selection/selection/{question.pk}/answer/",

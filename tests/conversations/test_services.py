@@ -7,12 +7,13 @@ import pytest
 from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
-from conversations import services
+from conversations import selectors, services
 from conversations.models import Conversation, Turn, TurnEvent
 from conversations.shared import ApplicationError
 
 
 def new_turn(conversation, user, **fields) -> Turn:
+    fields.setdefault("runner", "me")
     return Turn.objects.create(conversation=conversation, input="x", started_by=user, **fields)
 
 
@@ -30,7 +31,7 @@ def test_concurrent_writers_never_share_a_seq_nor_leave_a_hole(people, conversat
             for batch in range(25):
                 events = [("message.delta", {"text": f"{n}:{batch}:{i}"}) for i in range(3)]
                 services.turn_events_append(
-                    conversation_id=conversation.pk, turn_id=turn.pk, events=events
+                    conversation_id=conversation.pk, turn_id=turn.pk, process="me", events=events
                 )
         except Exception as exc:  # surfaced below
             errors.append(exc)
@@ -59,18 +60,21 @@ def test_a_rolled_back_append_leaves_no_hole(people, conversation):
     services.turn_events_append(
         conversation_id=conversation.pk,
         turn_id=turn.pk,
+        process="me",
         events=[("message.delta", {"text": "a"})],
     )
     with pytest.raises(RuntimeError), transaction.atomic():
         services.turn_events_append(
             conversation_id=conversation.pk,
             turn_id=turn.pk,
+            process="me",
             events=[("message.delta", {"text": "lost"})],
         )
         raise RuntimeError("the writer fails after numbering")
     services.turn_events_append(
         conversation_id=conversation.pk,
         turn_id=turn.pk,
+        process="me",
         events=[("message.delta", {"text": "b"})],
     )
     assert seqs(conversation) == [1, 2]
@@ -170,13 +174,72 @@ def test_upkeep_at_start_up_ends_turns_left_by_a_stopped_server(people, conversa
 
 
 @pytest.mark.django_db
-def test_upkeep_reports_local_turns_someone_asked_to_stop(people, conversation):
+def test_upkeep_reports_local_turns_this_process_no_longer_owns(people, conversation):
+    other = Conversation.objects.create(workspace=people.workspace, title="Other", agent="builtin")
+    kept = new_turn(conversation, people.alice.user, status=Turn.Status.RUNNING)
+    taken = new_turn(other, people.alice.user, status=Turn.Status.RUNNING, runner="someone")
+    lost = services.turns_upkeep(
+        process="me", local_turn_ids=[kept.pk, taken.pk], reap_foreign=False
+    )
+    assert lost == [taken.pk]
+    services.turn_finish(turn_id=kept.pk, status=Turn.Status.COMPLETED)
+    assert services.turns_upkeep(process="me", local_turn_ids=[kept.pk], reap_foreign=False) == [
+        kept.pk
+    ]
+
+
+@pytest.mark.django_db
+def test_a_reaped_turns_own_writes_are_refused_and_change_nothing(people, conversation):
+    """Fencing: once another process ended the turn, its process can write nothing more."""
     turn = new_turn(
         conversation,
         people.alice.user,
         status=Turn.Status.RUNNING,
-        cancel_requested_at=timezone.now(),
+        lease_expires_at=timezone.now() - timedelta(seconds=1),
     )
-    assert services.turns_upkeep(process="me", local_turn_ids=[turn.pk], reap_foreign=False) == [
-        turn.pk
+    services.turn_events_append(
+        conversation_id=conversation.pk, turn_id=turn.pk, process="me", events=[("x.y", {})]
+    )
+    assert [f.type for f in services.turn_reap(turn_id=turn.pk)] == ["turn.failed"]
+    for write in (
+        lambda: services.turn_events_append(
+            conversation_id=conversation.pk, turn_id=turn.pk, process="me", events=[("x.y", {})]
+        ),
+        lambda: services.turn_finish(turn_id=turn.pk, status="completed", process="me"),
+    ):
+        with pytest.raises(services.TurnLost):
+            write()
+    assert list(conversation.events.values_list("type", flat=True).order_by("seq")) == [
+        "x.y",
+        "turn.failed",
     ]
+
+
+@pytest.mark.django_db
+def test_a_turn_whose_lease_was_just_renewed_is_not_reaped(people, conversation):
+    turn = new_turn(
+        conversation,
+        people.alice.user,
+        status=Turn.Status.RUNNING,
+        lease_expires_at=timezone.now() + timedelta(seconds=30),
+    )
+    assert services.turn_reap(turn_id=turn.pk) == []
+    turn.refresh_from_db()
+    assert turn.status == Turn.Status.RUNNING
+
+
+@pytest.mark.django_db
+def test_control_news_brings_the_stored_steering_and_stop_requests(people, conversation):
+    """What a running turn reads back when a wake-up may have been lost."""
+    turn = new_turn(conversation, people.alice.user, status=Turn.Status.RUNNING)
+    services.turn_steer(
+        conversation=conversation, user=people.bob.user, expected_turn_id=turn.pk, input="one"
+    )
+    services.turn_steer(
+        conversation=conversation, user=people.bob.user, expected_turn_id=turn.pk, input="two"
+    )
+    news = selectors.turn_control_news(turn_ids=[turn.pk])
+    assert news.steering == [(turn.pk, 1, "one"), (turn.pk, 2, "two")]
+    assert news.stop_requested == []
+    services.turn_cancel(conversation=conversation, user=people.bob.user, turn_id=turn.pk)
+    assert selectors.turn_control_news(turn_ids=[turn.pk]).stop_requested == [turn.pk]
