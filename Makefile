@@ -7,7 +7,7 @@ PORT ?= 8000
 # The browser tests drive Debian's Chromium through Playwright: nothing is downloaded at test time.
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: run test bench lint format clean chromium
+.PHONY: run test bench lint format clean chromium services cluster
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -35,9 +35,23 @@ chromium:
 	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends \
 	    chromium fonts-dejavu-core >/dev/null; }
 
-test: $(VENV)/.installed-dev chromium
+# PostgreSQL and Redis from Debian's packages, for the second half of `make test` and `make cluster`.
+services:
+	@{ ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 && command -v redis-server >/dev/null; } || { \
+	  echo "Installing PostgreSQL and Redis (Debian's packages)..."; \
+	  $(SUDO) apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends \
+	    postgresql redis-server >/dev/null; }
+
+# Every test on SQLite (the browser tests only here), then every test again on PostgreSQL with
+# the multi-process suite on PostgreSQL and Redis: each started for the run, on loopback.
+test: $(VENV)/.installed-dev chromium services
 	$(BIN)/ruff check .
-	$(BIN)/pytest
+	$(BIN)/pytest -m "not cluster"
+	$(BIN)/python -m ops.services -- $(BIN)/pytest -m "not browser and not sqlite"
+
+cluster: $(VENV)/.installed services
+	$(BIN)/python -m ops.cluster
 
 bench: $(VENV)/.installed-dev
 	$(BIN)/python bench/run.py

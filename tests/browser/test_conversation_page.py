@@ -11,6 +11,8 @@ from conversations import services
 from tests.browser.conftest import PHONE, screenshot
 from tests.conftest import all_events, wait_for_turn_end
 
+pytestmark = pytest.mark.browser
+
 
 def send(page, text: str) -> None:
     box = page.get_by_role("textbox", name=re.compile("Message the agent|Steer the running turn"))

@@ -9,6 +9,8 @@ from django.db import connection, transaction
 from config.sqlite.base import _FairLock
 from conversations.models import Workspace
 
+pytestmark = pytest.mark.sqlite
+
 
 def wait_until(condition, timeout: float = 5) -> None:
     deadline = time.monotonic() + timeout
