@@ -2,6 +2,10 @@
 
 A client sends ``{"count": N}`` on any socket; every socket connected then gets N copies of a
 frame the size of a Parley event, the loop handing each frame to each socket in turn.
+
+Over HTTP it is the bare request: any POST is read to its end and answered with a small JSON
+200, with no framework in between (other methods get a 405), the floor for a round trip
+through Daphne.
 """
 
 import asyncio
@@ -43,4 +47,31 @@ class PushConsumer(AsyncWebsocketConsumer):
                 await asyncio.sleep(0)  # let the reactor write, as any real producer would
 
 
-application = PushConsumer.as_asgi()
+push = PushConsumer.as_asgi()
+ANSWER = b'{"ok":true}'
+
+
+async def answer(scope, receive, send):
+    """A bare POST: read the body, answer 200 with a small JSON document."""
+    while (await receive()).get("more_body", False):
+        pass
+    ok = scope["method"] == "POST"
+    await send(
+        {
+            "type": "http.response.start",
+            "status": 200 if ok else 405,
+            "headers": [
+                (b"content-type", b"application/json"),
+                (b"content-length", str(len(ANSWER) if ok else 0).encode()),
+                *([] if ok else [(b"allow", b"POST")]),
+            ],
+        }
+    )
+    await send({"type": "http.response.body", "body": ANSWER if ok else b""})
+
+
+async def application(scope, receive, send):
+    if scope["type"] == "http":
+        await answer(scope, receive, send)
+    else:
+        await push(scope, receive, send)

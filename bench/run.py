@@ -32,6 +32,16 @@ ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "bench" / "results"
 
 
+def cluster_stage():
+    """bench/cluster.py, the stage across two processes (imported once this file's folder's
+    parent is on the path, since `make bench` runs this file as a script)."""
+    if str(ROOT) not in sys.path:
+        sys.path.insert(0, str(ROOT))
+    from bench import cluster
+
+    return cluster
+
+
 class Daphne:
     """A Daphne process on a loopback socket bound here (the same way the tests start one)."""
 
@@ -56,6 +66,11 @@ class Daphne:
                 break
             except httpx.TransportError:
                 if self.process.poll() is not None or time.monotonic() > deadline:
+                    # Leave nothing behind: the caller has no server to stop.
+                    self.process.kill()
+                    self.process.wait()
+                    self.sock.close()
+                    self.log.close()
                     raise RuntimeError(f"Daphne did not start; see {log}") from None
                 time.sleep(0.05)
 
@@ -412,14 +427,16 @@ async def parked_turns(parley: Parley, count: int) -> dict:
 # Setting up -------------------------------------------------------------------------------
 
 
-def prepare_parley(scratch: Path) -> tuple[dict, str]:
-    """A fresh Parley database with a workspace, a person and their token."""
+def prepare_parley(scratch: Path, extra: dict | None = None) -> tuple[dict, str]:
+    """A fresh Parley database with a workspace, a person and their token; ``extra`` adds to
+    the environment (DATABASE_URL and REDIS_URL for the processes of a cluster)."""
     env = {
         "PARLEY_VAR_DIR": str(scratch),
         "DJANGO_SETTINGS_MODULE": "config.settings",
         "PARLEY_AGENTS": json.dumps({"flood": "conversations.agents.flood.FloodAgent"}),
         "PARLEY_LOG_LEVEL": "WARNING",
         "PARLEY_BUILTIN_PACE_MS": "0",
+        **(extra or {}),
     }
     python = sys.executable
     subprocess.run(
@@ -511,6 +528,9 @@ async def main(quick: bool) -> dict:
         await parley.http.aclose()
         server.stop()
         bare.stop()
+    print("Across two processes: PostgreSQL, Redis, Parley A and B …", flush=True)
+    async with asyncio.timeout(1200):
+        results["cluster"] = await cluster_stage().run(quick, rounds)
     commits = json.loads(commit_log.read_text())
     delays = {sockets: commit_delays(commits, cid, arrivals) for sockets, cid, arrivals in paced}
     results["ceiling"] = {
@@ -598,6 +618,8 @@ def report(results: dict) -> str:
         f"{k['stream_during_bulk']['events_per_s_before']:,.0f}), longest gap "
         f"{k['stream_during_bulk']['longest_gap_ms']:.0f} ms",
     ]
+    if "cluster" in results:
+        lines += ["", *cluster_stage().report(results["cluster"])]
     return "\n".join(lines)
 
 

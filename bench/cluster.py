@@ -1,0 +1,276 @@
+"""Parley across two processes, the last stage of `make bench`.
+
+PostgreSQL and Redis in a scratch folder, and two Parley processes A and B sharing them (as
+`make cluster` runs them), beside the bare Daphne app of bench/bare_app.py:
+
+- **a question answered across processes**: a turn started over B's REST API (so it runs and
+  parks on B) asks a question; a socket on A watches the conversation; the answer is POSTed to
+  A. Timed from sending the answer to its ``selection.resolved`` and to the resumed turn's next
+  event on A's socket, beside a bare ASGI POST round trip to bench/bare_app.py (and, for
+  comparison with the one-process figure, Parley's own refused reply on A), sample by sample;
+  the ratio of the p50s is taken within each round;
+- **one stream fanned out across processes**: a flood agent's turn started on A, watched by 20
+  sockets on A and 20 on B, beside the bare consumer's ceiling for 20 sockets in the same round.
+
+Run alone with ``.venv/bin/python -m bench.cluster [--quick]``; bench/run.py runs it as its
+last stage. Every process, PostgreSQL and Redis are stopped and the scratch folder removed
+whatever happens.
+"""
+
+import argparse
+import asyncio
+import json
+import shutil
+import sys
+import tempfile
+import time
+from contextlib import ExitStack, contextmanager
+from pathlib import Path
+
+import httpx
+
+from bench.run import (
+    Daphne,
+    Parley,
+    ceiling_round,
+    median,
+    percentile,
+    prepare_parley,
+    until_terminal,
+)
+from ops.services import Postgres, Redis, reachable_by_postgres
+
+SOCKETS_PER_PROCESS = 20
+
+
+def scratch_folder() -> Path:
+    """A folder PostgreSQL's user can reach (as root it runs as nobody)."""
+    folder = Path(tempfile.mkdtemp(prefix="parley-bench-cluster-"))
+    folder.chmod(0o755)
+    if not reachable_by_postgres(folder):
+        shutil.rmtree(folder, ignore_errors=True)
+        folder = Path(tempfile.mkdtemp(prefix="parley-bench-cluster-", dir="/var/tmp"))
+        folder.chmod(0o755)
+    return folder
+
+
+@contextmanager
+def two_processes():
+    """PostgreSQL, Redis, Parley's A and B and the bare app, started in a scratch folder; all
+    stopped and the folder removed on the way out, however it is left."""
+    python = sys.executable
+    with ExitStack() as stack:
+        scratch = scratch_folder()
+        stack.callback(shutil.rmtree, scratch, ignore_errors=True)
+        postgres = Postgres(scratch / "postgres", durable=False)
+        stack.callback(postgres.stop, "immediate")
+        postgres.start()
+        postgres.create_database("parley")
+        redis = Redis(scratch / "redis")
+        stack.callback(redis.stop)
+        redis.start()
+        env, token = prepare_parley(
+            scratch / "var",
+            {
+                "DATABASE_URL": postgres.url("parley"),
+                "REDIS_URL": redis.url,
+                "PARLEY_SHUTDOWN_GRACE_SECONDS": "0",
+            },
+        )
+        servers = {}
+        for name in ("a", "b"):
+            servers[name] = Daphne(
+                [python, "-m", "daphne", "config.asgi:application"],
+                env,
+                scratch / f"parley-{name}.log",
+            )
+            stack.callback(servers[name].stop)
+        bare = Daphne(
+            [python, "-m", "daphne", "bench.bare_app:application"],
+            {"DJANGO_SETTINGS_MODULE": "config.settings", "PARLEY_VAR_DIR": str(scratch / "var")},
+            scratch / "bare.log",
+        )
+        stack.callback(bare.stop)
+        yield servers["a"], servers["b"], bare, token
+
+
+async def answer_across(a: Parley, b: Parley, bare: httpx.AsyncClient, samples: int) -> dict:
+    """One round of ``samples`` questions asked on B and answered on A, each followed by a bare
+    POST and by Parley's refused reply on A; milliseconds, per sample."""
+    cid = await a.conversation(agent="builtin")
+    times = {"resolved": [], "next_event": [], "bare": [], "refused": []}
+    async with a.watch(cid) as ws:
+        await ws.recv()  # ws.ready
+        for _ in range(samples):
+            await b.start(cid, "summarize")  # the turn runs on B, and parks there
+            while '"type":"selection.requested"' not in (frame := await ws.recv())[:60]:
+                pass
+            selection_id = json.loads(frame)["data"]["id"]
+
+            async def arrivals(started: float):
+                # Read A's socket while the answer is in flight.
+                while '"type":"selection.resolved"' not in (await ws.recv())[:60]:
+                    pass
+                times["resolved"].append((time.perf_counter() - started) * 1000)
+                while not (await ws.recv()).startswith('{"seq"'):
+                    pass
+                times["next_event"].append((time.perf_counter() - started) * 1000)
+
+            started = time.perf_counter()
+            reading = asyncio.create_task(arrivals(started))
+            response = await a.http.post(
+                f"/api/selections/{selection_id}/reply/", json={"answer": "README.md"}
+            )
+            async with asyncio.timeout(60):
+                await reading
+            response.raise_for_status()
+            await until_terminal(ws)
+            # The bare round trip: the same request to an ASGI app with nothing in it.
+            started = time.perf_counter()
+            response = await bare.post("/api/selections/s_bare/reply/", json={"answer": "x"})
+            times["bare"].append((time.perf_counter() - started) * 1000)
+            response.raise_for_status()
+            # Parley's own floor on A: a reply to an unknown question, refused after one lookup.
+            started = time.perf_counter()
+            await a.http.post("/api/selections/s_missing/reply/", json={"answer": "x"})
+            times["refused"].append((time.perf_counter() - started) * 1000)
+    return times
+
+
+async def fan_out_round(a: Parley, b: Parley, per_process: int, events: int) -> dict:
+    """A flood turn started on A, watched by ``per_process`` sockets on A and as many on B:
+    deliveries per second to all of them, and to each process's sockets."""
+    cid = await a.conversation()
+    on_a = [await a.watch(cid).__aenter__() for _ in range(per_process)]
+    on_b = [await b.watch(cid).__aenter__() for _ in range(per_process)]
+    connections = on_a + on_b
+    try:
+        for ws in connections:
+            await ws.recv()  # ws.ready
+
+        async def watched(ws) -> tuple[int, float]:
+            count = await until_terminal(ws)
+            return count, time.perf_counter()
+
+        started = time.perf_counter()
+        await a.start(cid, f"{events} events")
+        async with asyncio.timeout(600):
+            done = await asyncio.gather(*(watched(ws) for ws in connections))
+    finally:
+        for ws in connections:
+            await ws.close()
+    assert all(count == events + 2 for count, _ in done), [count for count, _ in done]
+    elapsed_a = max(moment for _, moment in done[:per_process]) - started
+    elapsed_b = max(moment for _, moment in done[per_process:]) - started
+    per_socket = events + 2
+    return {
+        "events_per_s": per_socket / max(elapsed_a, elapsed_b),
+        "deliveries_per_s": 2 * per_process * per_socket / max(elapsed_a, elapsed_b),
+        "deliveries_per_s_a": per_process * per_socket / elapsed_a,
+        "deliveries_per_s_b": per_process * per_socket / elapsed_b,
+    }
+
+
+def spread(values: list[float]) -> dict:
+    return {"p50": percentile(values, 0.5), "p99": percentile(values, 0.99)}
+
+
+async def run(quick: bool, rounds: int) -> dict:
+    """The stage: ``rounds`` rounds, each a batch of questions answered across processes (with
+    their bare POSTs) and then a ceiling round and a fan-out round, taking turns."""
+    samples = 15 if quick else 40
+    events = 2_000 if quick else 10_000
+    per_process = SOCKETS_PER_PROCESS
+    with two_processes() as (server_a, server_b, bare_server, token):
+        a, b = Parley(server_a, token), Parley(server_b, token)
+        bare = httpx.AsyncClient(
+            base_url=f"http://127.0.0.1:{bare_server.port}", headers=a.headers, timeout=120
+        )
+        questions, ceiling, fan_out = [], [], []
+        try:
+            for number in range(rounds):
+                print(f"  round {number + 1} of {rounds} …", flush=True)
+                questions.append(await answer_across(a, b, bare, samples))
+                ceiling.append(await ceiling_round(bare_server, per_process, events))
+                fan_out.append(await fan_out_round(a, b, per_process, events))
+        finally:
+            for client in (a.http, b.http, bare):
+                await client.aclose()
+
+    def pooled(key: str) -> list[float]:
+        return [value for round_ in questions for value in round_[key]]
+
+    def within(numerator, denominator) -> float:
+        return median([n / d for n, d in zip(numerator, denominator, strict=True)])
+
+    next_p50 = [percentile(q["next_event"], 0.5) for q in questions]
+    bare_p50 = [percentile(q["bare"], 0.5) for q in questions]
+    refused_p50 = [percentile(q["refused"], 0.5) for q in questions]
+    total = [f["deliveries_per_s"] for f in fan_out]
+    return {
+        "rounds": rounds,
+        "questions": {
+            "samples": samples * rounds,
+            "reply_to_resolved_ms": spread(pooled("resolved")),
+            "reply_to_next_event_ms": spread(pooled("next_event")),
+            "bare_asgi_post_ms": spread(pooled("bare")),
+            "parley_refused_post_ms": spread(pooled("refused")),
+            "ratio_p50_vs_bare_asgi": within(next_p50, bare_p50),
+            "ratio_p50_vs_parley_refused": within(next_p50, refused_p50),
+            "raw_p50_per_round": {
+                "next_event": next_p50,
+                "bare_asgi": bare_p50,
+                "parley_refused": refused_p50,
+            },
+        },
+        "fan_out": {
+            "sockets_per_process": per_process,
+            "events": events + 2,
+            "ceiling_deliveries_per_s_20": median(ceiling),
+            "events_per_s": median([f["events_per_s"] for f in fan_out]),
+            "deliveries_per_s": median(total),
+            "deliveries_per_s_a": median([f["deliveries_per_s_a"] for f in fan_out]),
+            "deliveries_per_s_b": median([f["deliveries_per_s_b"] for f in fan_out]),
+            "total_vs_ceiling": within(total, ceiling),
+            "total_vs_twice_ceiling": within(total, [2 * c for c in ceiling]),
+            "a_vs_ceiling": within([f["deliveries_per_s_a"] for f in fan_out], ceiling),
+            "b_vs_ceiling": within([f["deliveries_per_s_b"] for f in fan_out], ceiling),
+            "raw": {"ceiling": ceiling, "parley": fan_out},
+        },
+    }
+
+
+def report(results: dict) -> list[str]:
+    q, f = results["questions"], results["fan_out"]
+    n = f["sockets_per_process"]
+    return [
+        f"Across two processes (PostgreSQL + Redis; medians of {results['rounds']} rounds, "
+        "ratios within each round):",
+        f"  turn parked on B, REST answer sent to A -> on a socket on A ({q['samples']} samples):",
+        f"    its selection.resolved: p50 {q['reply_to_resolved_ms']['p50']:.2f} ms, "
+        f"p99 {q['reply_to_resolved_ms']['p99']:.2f} ms",
+        f"    the resumed turn's next event: p50 {q['reply_to_next_event_ms']['p50']:.2f} ms, "
+        f"p99 {q['reply_to_next_event_ms']['p99']:.2f} ms",
+        f"    bare ASGI POST under Daphne: p50 {q['bare_asgi_post_ms']['p50']:.2f} ms, "
+        f"p99 {q['bare_asgi_post_ms']['p99']:.2f} ms; next event / bare POST at p50: "
+        f"{q['ratio_p50_vs_bare_asgi']:.2f}",
+        f"    Parley's refused reply on A: p50 {q['parley_refused_post_ms']['p50']:.2f} ms; "
+        f"next event / refused reply at p50: {q['ratio_p50_vs_parley_refused']:.2f}",
+        f"  one stream of {f['events']:,} events started on A, {n} sockets on A and {n} on B:",
+        f"    {f['events_per_s']:,.0f} events/s, {f['deliveries_per_s']:,.0f} deliveries/s to "
+        f"all {2 * n} sockets (A's {f['deliveries_per_s_a']:,.0f}, B's "
+        f"{f['deliveries_per_s_b']:,.0f})",
+        f"    ceiling, bare consumer to {n} sockets: {f['ceiling_deliveries_per_s_20']:,.0f} "
+        f"deliveries/s; per process A {f['a_vs_ceiling']:.0%}, B {f['b_vs_ceiling']:.0%} of it; "
+        f"all {2 * n} sockets {f['total_vs_ceiling']:.0%} of it, "
+        f"{f['total_vs_twice_ceiling']:.0%} of twice it",
+    ]
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="smaller runs, three rounds")
+    args = parser.parse_args()
+    results = asyncio.run(run(args.quick, 3 if args.quick else 5))
+    print()
+    print("\n".join(report(results)))
