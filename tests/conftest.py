@@ -17,8 +17,10 @@ from urllib.parse import urlencode
 import httpx
 import pytest
 import websockets
+from asgiref.sync import SyncToAsync
 from django.conf import settings
 from django.contrib.auth import get_user_model
+from django.db import connections
 from rest_framework.authtoken.models import Token
 
 from conversations import services
@@ -250,6 +252,9 @@ def _close_db_threads(request):
     # test database is flushed or dropped.
     if "transactional_db" in request.fixturenames or "db" in request.fixturenames:
         close_connections()
+        # And the connection of asgiref's thread, where async tests' ORM calls (aget, asave)
+        # ran: PostgreSQL will not drop a database that someone is still connected to.
+        SyncToAsync.single_thread_executor.submit(connections.close_all).result(timeout=10)
 
 
 async def receive_json(ws, timeout: float = 10) -> dict:

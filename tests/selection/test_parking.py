@@ -23,7 +23,7 @@ async def until(comm, kind):
 async def test_stop_while_parked_ends_the_task_and_frees_the_parking(people, conversation):
     scripted = conversation
     scripted.agent = "scripted"
-    await asyncio.to_thread(scripted.save)
+    await scripted.asave()
     comm = communicator(scripted.pk, people.bob)
     await comm.connect()
     await comm.receive_json_from()
