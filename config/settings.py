@@ -112,6 +112,15 @@ if DATABASES["default"]["ENGINE"].endswith("postgresql"):
     DATABASES["default"].setdefault("OPTIONS", {})["options"] = (
         f"-c idle_in_transaction_session_timeout={_idle_ms}"
     )
+    if env.bool("PARLEY_DB_POOL", default=True) and not DATABASES["default"]["CONN_MAX_AGE"]:
+        # Under ASGI every request runs in a thread of its own, so without a pool each request
+        # opens (and PostgreSQL forks a backend for) a connection of its own. With
+        # CONN_HEALTH_CHECKS, a pooled connection a restart broke is checked and replaced.
+        DATABASES["default"]["OPTIONS"]["pool"] = {
+            "min_size": 2,
+            "max_size": env.int("PARLEY_DB_POOL_SIZE", default=20),
+            "timeout": 20,
+        }
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 # Channel layer: in-memory in one process; Redis when a URL is given.
