@@ -19,7 +19,6 @@ whatever happens.
 
 import argparse
 import asyncio
-import json
 import shutil
 import sys
 import tempfile
@@ -34,6 +33,7 @@ from bench.run import (
     Parley,
     ceiling_round,
     median,
+    park_one,
     percentile,
     prepare_parley,
     until_terminal,
@@ -102,10 +102,7 @@ async def answer_across(a: Parley, b: Parley, bare: httpx.AsyncClient, samples: 
     async with a.watch(cid) as ws:
         await ws.recv()  # ws.ready
         for _ in range(samples):
-            await b.start(cid, "summarize")  # the turn runs on B, and parks there
-            while '"type":"selection.requested"' not in (frame := await ws.recv())[:60]:
-                pass
-            selection_id = json.loads(frame)["data"]["id"]
+            selection_id = await park_one(b, cid, ws)  # the turn runs on B, and parks there
 
             async def arrivals(started: float):
                 # Read A's socket while the answer is in flight.

@@ -260,6 +260,15 @@ def commit_delays(commits: list, cid: str, arrivals: list[dict]) -> list[float]:
 # Questions --------------------------------------------------------------------------------
 
 
+async def park_one(parley: Parley, cid: str, ws) -> str:
+    """Start a builtin ``summarize`` turn through ``parley`` (it parks on a file picker) and
+    return its question's id, read from the watching socket ``ws``."""
+    await parley.start(cid, "summarize")
+    while '"type":"selection.requested"' not in (frame := await ws.recv())[:60]:
+        pass
+    return json.loads(frame)["data"]["id"]
+
+
 async def reply_latency(parley: Parley, samples: int) -> dict:
     """Milliseconds from sending a REST answer to its ``selection.resolved`` and to the resumed
     turn's next event (its agent's first step after the answer) arriving on a watching socket,
@@ -269,10 +278,7 @@ async def reply_latency(parley: Parley, samples: int) -> dict:
     async with parley.watch(cid) as ws:
         await ws.recv()
         for _ in range(samples):
-            await parley.start(cid, "summarize")
-            while '"type":"selection.requested"' not in (frame := await ws.recv())[:60]:
-                pass
-            selection_id = json.loads(frame)["data"]["id"]
+            selection_id = await park_one(parley, cid, ws)
 
             async def arrivals(started: float):
                 # Read the socket while the answer is in flight: the events may come before

@@ -201,6 +201,16 @@ async def test_redis_restarted_mid_turn(make_node, people, flood_conversation, o
         assert [e["type"] for e in events] == [e["type"] for e in stored]
 
 
+async def events_until(ws, stop) -> list[dict]:
+    """The events a socket receives, up to the first for which ``stop`` is true."""
+    seen = []
+    while not seen or not stop(seen[-1]):
+        frame = await receive_json(ws, timeout=30)
+        if "seq" in frame:
+            seen.append(frame)
+    return seen
+
+
 def kill(server) -> None:
     server.process.send_signal(signal.SIGKILL)
     server.process.wait(timeout=10)
@@ -221,11 +231,7 @@ async def test_b_killed_its_turn_ends_within_the_lease(make_node, people, when):
     async with a.connect(cid, people.bob) as ws:
         assert (await receive_json(ws))["type"] == "ws.ready"
         turn = start(client_b, cid, script)
-        seen = []
-        while not (len(seen) > 50 or any(e["type"] == "selection.requested" for e in seen)):
-            frame = await receive_json(ws, timeout=30)
-            if "seq" in frame:
-                seen.append(frame)
+        seen = await events_until(ws, lambda e: e["seq"] > 50 or e["type"] == "selection.requested")
         killed_at = time.monotonic()
         kill(b)
         seen += await events_until_terminal(ws, turn, timeout=LEASE_SECONDS * 6)
@@ -283,11 +289,7 @@ async def test_a_reaped_turn_writes_nothing_after_its_end(make_node, people, flo
         assert (await receive_json(ws))["type"] == "ws.ready"
         async with b.async_client(people.alice) as client_b:
             started = await astart_turn(client_b, cid, "100000 events every 5")
-        seen = []
-        while len(seen) < 50:
-            frame = await receive_json(ws, timeout=30)
-            if "seq" in frame:
-                seen.append(frame)
+        seen = await events_until(ws, lambda e: e["seq"] >= 50)
         b.process.send_signal(signal.SIGSTOP)
         try:
             seen += await events_until_terminal(ws, started["turn"], timeout=LEASE_SECONDS * 6)
