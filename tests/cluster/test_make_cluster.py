@@ -23,7 +23,9 @@ pytestmark = pytest.mark.cluster
 
 
 @pytest.mark.timeout(300)
-def test_make_cluster_starts_two_processes_that_share_everything_and_stops_on_ctrl_c(folder):
+def test_make_cluster_starts_two_processes_that_share_everything_and_stops_on_ctrl_c(
+    folder, request
+):
     ports = [free_port(), free_port()]
     env = {
         key: value
@@ -82,18 +84,31 @@ def test_make_cluster_starts_two_processes_that_share_everything_and_stops_on_ct
         cluster.send_signal(signal.SIGINT)
         code = cluster.wait(timeout=90)
     assert code == 0, "".join(output)
-    assert not (folder / "postgres" / "postmaster.pid").exists()
+    moved = re.search(r"cannot reach .*; its data is in (\S+)", "".join(output))
+    if folder.name == "private" and os.geteuid() == 0:
+        # As root, PostgreSQL runs as nobody, who cannot pass through a private folder.
+        data = Path(moved.group(1))
+        request.addfinalizer(lambda: shutil.rmtree(data, ignore_errors=True))
+    else:
+        assert moved is None, "".join(output)
+        data = folder
+    assert (data / "postgres" / "PG_VERSION").exists()
+    assert not (data / "postgres" / "postmaster.pid").exists()
     for port in ports:
         with pytest.raises(httpx.TransportError):
             httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=2)
 
 
-@pytest.fixture
-def folder():
-    """The cluster's folder, where PostgreSQL's unprivileged user can reach it."""
-    path = Path(tempfile.mkdtemp(prefix="parley-cluster-"))
-    yield path
-    shutil.rmtree(path, ignore_errors=True)
+@pytest.fixture(params=["shared", "private"])
+def folder(request, tmp_path):
+    """The cluster's folder: one anyone may pass through, or one inside a private folder (as a
+    checkout in root's home is)."""
+    if request.param == "private":
+        return tmp_path / "private"  # pytest's own folders are for their owner only
+    parent = Path(tempfile.mkdtemp(prefix="parley-cluster-"))
+    parent.chmod(0o755)
+    request.addfinalizer(lambda: shutil.rmtree(parent, ignore_errors=True))
+    return parent / "shared"
 
 
 def wait_ready(client: httpx.Client, timeout: float = 60) -> None:
