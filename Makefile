@@ -53,7 +53,7 @@ test: $(VENV)/.installed-dev chromium services
 cluster: $(VENV)/.installed services
 	$(BIN)/python -m ops.cluster
 
-bench: $(VENV)/.installed-dev
+bench: $(VENV)/.installed-dev services
 	$(BIN)/python bench/run.py
 
 lint: $(VENV)/.installed-dev

@@ -109,14 +109,17 @@ if DATABASES["default"]["ENGINE"].endswith("postgresql"):
     # locks, and block the process that reaps its turns, for as long as it stalls. PostgreSQL
     # ends such a session after half a turn lease, so the lease decides, as designed.
     _idle_ms = env.int("PARLEY_TURN_LEASE_SECONDS", default=30) * 500
-    DATABASES["default"].setdefault("OPTIONS", {})["options"] = (
-        f"-c idle_in_transaction_session_timeout={_idle_ms}"
-    )
+    _options = DATABASES["default"].setdefault("OPTIONS", {})
+    _options["options"] = (
+        f"{_options.get('options', '')} -c idle_in_transaction_session_timeout={_idle_ms}"
+    ).strip()
+    # A database that does not answer fails an attempt in seconds, and the attempt is retried.
+    _options.setdefault("connect_timeout", 5)
     if env.bool("PARLEY_DB_POOL", default=True) and not DATABASES["default"]["CONN_MAX_AGE"]:
         # Under ASGI every request runs in a thread of its own, so without a pool each request
         # opens (and PostgreSQL forks a backend for) a connection of its own. With
         # CONN_HEALTH_CHECKS, a pooled connection a restart broke is checked and replaced.
-        DATABASES["default"]["OPTIONS"]["pool"] = {
+        _options["pool"] = {
             "min_size": 2,
             "max_size": env.int("PARLEY_DB_POOL_SIZE", default=20),
             "timeout": 20,

@@ -45,16 +45,21 @@ async def run_db_retrying(fn, /, *args, **kwargs):
     ``PARLEY_DB_RETRY_SECONDS``). For the turn runtime's writes: each is one transaction, so a
     failed attempt left nothing behind and a retry duplicates nothing."""
     deadline = time.monotonic() + settings.PARLEY_DB_RETRY_SECONDS
-    delay = 0.05
+    delay, attempts = 0.05, 0
     while True:
         try:
-            return await run_db(fn, *args, **kwargs)
+            result = await run_db(fn, *args, **kwargs)
         except TRANSIENT_ERRORS as exc:
+            attempts += 1
             if time.monotonic() + delay > deadline:
                 raise
-            logger.warning(
-                "%s failed (%s); trying again in %.2f s", fn.__name__, str(exc).strip(), delay
-            )
+            # Once per outage and caller, not once per attempt: a thousand watchers wait too.
+            log = logger.warning if attempts == 1 else logger.debug
+            log("%s failed (%s); trying again with backoff", fn.__name__, str(exc).strip())
+        else:
+            if attempts:
+                logger.info("%s succeeded after %d retries", fn.__name__, attempts)
+            return result
         await asyncio.sleep(delay)
         delay = min(delay * 2, 2.0)
 

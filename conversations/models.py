@@ -129,6 +129,9 @@ class Turn(models.Model):
     inbox = models.CharField(max_length=200, blank=True)
     runner = models.CharField(max_length=100, blank=True)
     lease_expires_at = models.DateTimeField(null=True, blank=True)
+    # How many batches of events its runner has written: a batch retried after its commit
+    # was lost on the way back is recognised and not written twice.
+    batches_written = models.PositiveIntegerField(default=0, editable=False)
     created_at = models.DateTimeField(auto_now_add=True)
     started_at = models.DateTimeField(null=True, blank=True)
     ended_at = models.DateTimeField(null=True, blank=True)
@@ -174,7 +177,15 @@ class TurnEvent(models.Model):
                 fields=["conversation", "seq"], name="unique_event_seq_per_conversation"
             ),
         ]
-        indexes = [models.Index(fields=["turn", "seq"], name="event_by_turn")]
+        indexes = [
+            models.Index(fields=["turn", "seq"], name="event_by_turn"),
+            # A running turn's steering, re-read now and then without visiting its other events.
+            models.Index(
+                fields=["turn", "seq"],
+                condition=Q(type=EventType.TURN_STEERED.value),
+                name="event_steering",
+            ),
+        ]
 
     def __str__(self):
         return f"{self.conversation_id}#{self.seq} {self.type}"

@@ -50,17 +50,27 @@ class TurnLost(ApplicationError):
         )
 
 
-def lock_owned_turn(turn_id: str, process: str) -> Turn:
-    """Lock a turn this process runs, for one of its own writes. Raises TurnLost if the turn
-    has ended or another process owns it (fencing: see the module's docstring)."""
-    turn = (
-        Turn.objects.select_for_update()
-        .filter(pk=turn_id, runner=process, status__in=Turn.ACTIVE_STATUSES)
-        .first()
-    )
-    if turn is None:
+def _claim_owned_turn(turn_id: str, process: str, **changes) -> bool:
+    """Lock a turn this process runs and renew its lease (a turn that writes is alive), in one
+    statement. Raises TurnLost if the turn has ended or another process owns it (fencing: see
+    the module's docstring). False if ``changes`` holds a ``batches_written`` the turn has
+    already reached (the batch is stored: a retry after a lost commit acknowledgement)."""
+    owned = Turn.objects.filter(pk=turn_id, runner=process, status__in=Turn.ACTIVE_STATUSES)
+    claim = owned
+    if "batches_written" in changes:
+        claim = owned.filter(batches_written__lt=changes["batches_written"])
+    if claim.update(lease_expires_at=_lease_end(), **changes):
+        return True
+    if not owned.exists():
         raise TurnLost(turn_id)
-    return turn
+    return False
+
+
+def lock_owned_turn(turn_id: str, process: str) -> Turn:
+    """Lock a turn this process runs, for one of its own writes, and return it. Raises TurnLost
+    if the turn has ended or another process owns it."""
+    _claim_owned_turn(turn_id, process)
+    return Turn.objects.get(pk=turn_id)
 
 
 def _lease_end() -> datetime:
@@ -122,12 +132,14 @@ def append_events(*, conversation_id: str, turn_id: str, events: list[EventSpec]
 
 
 def turn_events_append(
-    *, conversation_id: str, turn_id: str, process: str, events: list[EventSpec]
+    *, conversation_id: str, turn_id: str, process: str, events: list[EventSpec], batch: int
 ) -> list[Frame]:
-    """Append a batch of a running turn's events, if ``process`` still owns the turn (else
-    TurnLost, and nothing is written). Returns their frames (already numbered)."""
+    """Append a running turn's ``batch``-th batch of events (counted from 1), if ``process``
+    still owns the turn (else TurnLost, and nothing is written). Returns their frames (already
+    numbered), or none if that batch is already stored, so that a retry writes it once."""
     with transaction.atomic():
-        lock_owned_turn(turn_id, process)
+        if not _claim_owned_turn(turn_id, process, batches_written=batch):
+            return []
         return append_events(conversation_id=conversation_id, turn_id=turn_id, events=events)
 
 
@@ -219,7 +231,9 @@ def turn_mark_running(*, turn_id: str, inbox: str, process: str) -> Turn:
         started_at=now,
         lease_expires_at=_lease_end(),
     )
-    if not updated:
+    # A retry whose first attempt committed finds the turn already running here, as wanted.
+    retried = Turn.objects.filter(pk=turn_id, status=Turn.Status.RUNNING, runner=process)
+    if not updated and not retried.filter(inbox=inbox).exists():
         raise ApplicationError(
             "turn_not_queued", f"Turn {turn_id} is not waiting to run.", status=409
         )
@@ -331,8 +345,11 @@ def turn_finish(
         )
 
 
-def turns_upkeep(*, process: str, local_turn_ids: list[str], reap_foreign: bool) -> list[str]:
-    """Renew the leases of the turns this process runs and end turns whose process died.
+def turns_upkeep(
+    *, process: str, local_turn_ids: list[str], reap_foreign: bool, reap: bool = True
+) -> list[str]:
+    """Renew the leases of the turns this process runs and (with ``reap``) end turns whose
+    process died.
 
     With ``reap_foreign`` every active turn not run here is ended at once (used at start-up when
     no other process can exist). Returns the ids of local turns this process no longer owns
@@ -349,7 +366,7 @@ def turns_upkeep(*, process: str, local_turn_ids: list[str], reap_foreign: bool)
         lost = lost.exclude(runner=process) | lost.filter(lease_expires_at__lt=now)
     else:
         lost = lost.filter(lease_expires_at__lt=now)
-    for turn_id in lost.values_list("pk", flat=True):
+    for turn_id in lost.values_list("pk", flat=True) if reap else ():
         turn_reap(turn_id=turn_id, only_if_expired=not reap_foreign)
     return [turn_id for turn_id in local_turn_ids if turn_id not in still_owned]
 

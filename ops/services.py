@@ -101,6 +101,7 @@ class Postgres:
             "--username=postgres",
             "--auth=trust",
             "--encoding=UTF8",
+            "--locale=C.UTF-8",  # whatever locale the caller's environment names
             "--no-sync",
             stdout=subprocess.DEVNULL,
         )

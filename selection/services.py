@@ -38,6 +38,8 @@ def selection_request(
     the turn; see conversations.services)."""
     with transaction.atomic():
         turn = lock_owned_turn(turn_id, process)
+        if stored := Selection.objects.filter(pk=selection_id).first():
+            return stored  # a retry whose first attempt committed
         selection = Selection.objects.create(
             id=selection_id,
             conversation_id=turn.conversation_id,

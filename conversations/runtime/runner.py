@@ -142,6 +142,10 @@ class TurnRunner:
         except ApplicationError:
             inbox.close()
             return  # ended elsewhere (stopped while queued, or reaped) before it began
+        except Exception:
+            inbox.close()
+            logger.warning("Could not start turn %s; its lease will end it", running.turn_id)
+            return
         writer = EventWriter(
             conversation_id=turn.conversation_id, turn_id=turn.pk, on_lost=running.lose
         )

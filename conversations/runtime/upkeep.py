@@ -4,6 +4,7 @@ died."""
 
 import asyncio
 import logging
+import time
 
 from django.conf import settings
 
@@ -29,6 +30,10 @@ class Upkeep:
         # With a process-local layer no other process can be running a turn, so turns that are
         # active but not ours were left by a server that stopped: end them at once.
         reap_foreign = not layer_is_shared()
+        lease = settings.PARLEY_TURN_LEASE_SECONDS
+        # After the database was away, every process's leases ran out together: renew ours but
+        # reap nobody for one lease, so the others renew theirs before anyone counts them dead.
+        reap_from = 0.0
         while True:
             try:
                 lost_ids = await run_db(
@@ -36,6 +41,7 @@ class Upkeep:
                     process=process_id(),
                     local_turn_ids=self._runner.local_turn_ids(),
                     reap_foreign=reap_foreign,
+                    reap=time.monotonic() >= reap_from,
                 )
                 for turn_id in lost_ids:
                     self._runner.lose_local(turn_id)
@@ -43,6 +49,7 @@ class Upkeep:
                     services.watchers_upkeep, process=process_id(), reap_foreign=reap_foreign
                 )
             except TRANSIENT_ERRORS as exc:
+                reap_from = time.monotonic() + lease
                 logger.warning("Turn upkeep failed (%s); trying again in %.0f s", exc, interval)
             except Exception:
                 logger.exception("Turn upkeep failed; trying again in %.0f s", interval)

@@ -43,6 +43,7 @@ class EventWriter:
         self._urgent = False
         self._accepted = 0
         self._written = 0
+        self._batches = 0
         self._flushing = False
         self._since_yield = 0
         # Read once: settings are a lazy object, too slow to consult for every event.
@@ -132,14 +133,15 @@ class EventWriter:
             self._flushing = True
             started = time.perf_counter()
             try:
-                # A batch is one transaction: retried while the database is away, it is written
-                # once or not at all.
+                # A batch is one transaction, numbered: retried while the database is away, it
+                # is written once, even when a commit's acknowledgement was lost.
                 await run_db_retrying(
                     services.turn_events_append,
                     conversation_id=self.conversation_id,
                     turn_id=self.turn_id,
                     process=process_id(),
                     events=[tuple(item) for item in batch],
+                    batch=self._batches + 1,
                 )
             except services.TurnLost as exc:
                 logger.warning("Turn %s is no longer run here; its writes stop", self.turn_id)
@@ -153,6 +155,7 @@ class EventWriter:
                 return
             finally:
                 self._flushing = False
+            self._batches += 1
             EVENT_COMMIT_SECONDS.observe(time.perf_counter() - started)
             EVENTS_WRITTEN.inc(len(batch))
             self._written += len(batch)

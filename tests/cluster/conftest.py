@@ -37,7 +37,8 @@ def own_redis(tmp_path) -> Redis:
 @pytest.fixture
 def postgres(transactional_db) -> Postgres:
     """The run's PostgreSQL (the test database lives there), which a test may restart."""
-    yield Postgres(Path(os.environ["PARLEY_TEST_PGDATA"]), int(os.environ["PARLEY_TEST_PGPORT"]))
+    data, port = Path(os.environ["PARLEY_TEST_PGDATA"]), int(os.environ["PARLEY_TEST_PGPORT"])
+    yield Postgres(data, port, durable=False)  # as ops.services started it
     # This test's own connection died with a restart: the next query opens a new one.
     connection.close()
 

@@ -271,6 +271,31 @@ async def test_postgresql_restarted_mid_turn(make_node, people, flood_conversati
     assert [e["type"] for e in watched] == [e["type"] for e in stored]
 
 
+def test_postgresql_away_longer_than_the_lease(make_node, people, postgres):
+    """Every lease runs out while the database is away. When it is back, each process renews
+    its own turns before anyone reaps: parked turns on A and on B (which only upkeep keeps
+    alive) both survive, and go on once answered."""
+    nodes = make_node(), make_node()
+    clients = [node.client(people.alice) for node in nodes]
+    asked = []
+    for client in clients:
+        cid = create_conversation(client)
+        start(client, cid, [ask(kind="text"), {"say": "still here"}])
+        asked.append((cid, wait_pending(client, cid, timeout=60)))
+    postgres.stop()
+    # The outage is the test's subject: it lasts past every lease, by design.
+    time.sleep(LEASE_SECONDS + 3)
+    postgres.start()
+    for client, (_, pending) in zip(clients, asked, strict=True):
+        answered = reply(client, pending["id"], answer="back")
+        assert answered.status_code == 200, answered.text
+    for client, (cid, _) in zip(clients, asked, strict=True):
+        wait_for_turn_end(client, cid, timeout=60)
+        events = all_events(client, cid)
+        assert events[-1]["type"] == "turn.completed", events[-2:]
+        client.close()
+
+
 def _stored_count(cid) -> int:
     from conversations.models import TurnEvent
 

@@ -25,6 +25,7 @@ def finished_turn(people, conversation):
         conversation_id=conversation.pk,
         turn_id=turn.pk,
         process=turn.runner,
+        batch=1,
         events=[
             ("message.delta", {"text": "Hi "}),
             ("message.delta", {"text": "<b>there</b>"}),

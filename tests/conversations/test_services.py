@@ -30,9 +30,10 @@ def test_concurrent_writers_never_share_a_seq_nor_leave_a_hole(people, conversat
         try:
             for batch in range(25):
                 events = [("message.delta", {"text": f"{n}:{batch}:{i}"}) for i in range(3)]
-                services.turn_events_append(
-                    conversation_id=conversation.pk, turn_id=turn.pk, process="me", events=events
-                )
+                with transaction.atomic():
+                    services.append_events(
+                        conversation_id=conversation.pk, turn_id=turn.pk, events=events
+                    )
         except Exception as exc:  # surfaced below
             errors.append(exc)
         finally:
@@ -62,6 +63,7 @@ def test_a_rolled_back_append_leaves_no_hole(people, conversation):
         turn_id=turn.pk,
         process="me",
         events=[("message.delta", {"text": "a"})],
+        batch=1,
     )
     with pytest.raises(RuntimeError), transaction.atomic():
         services.turn_events_append(
@@ -69,6 +71,7 @@ def test_a_rolled_back_append_leaves_no_hole(people, conversation):
             turn_id=turn.pk,
             process="me",
             events=[("message.delta", {"text": "lost"})],
+            batch=2,
         )
         raise RuntimeError("the writer fails after numbering")
     services.turn_events_append(
@@ -76,6 +79,7 @@ def test_a_rolled_back_append_leaves_no_hole(people, conversation):
         turn_id=turn.pk,
         process="me",
         events=[("message.delta", {"text": "b"})],
+        batch=2,
     )
     assert seqs(conversation) == [1, 2]
     assert list(conversation.events.values_list("data__text", flat=True)) == ["a", "b"]
@@ -198,12 +202,22 @@ def test_a_reaped_turns_own_writes_are_refused_and_change_nothing(people, conver
         lease_expires_at=timezone.now() - timedelta(seconds=1),
     )
     services.turn_events_append(
-        conversation_id=conversation.pk, turn_id=turn.pk, process="me", events=[("x.y", {})]
+        conversation_id=conversation.pk,
+        turn_id=turn.pk,
+        process="me",
+        events=[("x.y", {})],
+        batch=1,
     )
+    # Its process stalls past its lease; another reaps the turn.
+    Turn.objects.filter(pk=turn.pk).update(lease_expires_at=timezone.now() - timedelta(seconds=1))
     assert [f.type for f in services.turn_reap(turn_id=turn.pk)] == ["turn.failed"]
     for write in (
         lambda: services.turn_events_append(
-            conversation_id=conversation.pk, turn_id=turn.pk, process="me", events=[("x.y", {})]
+            conversation_id=conversation.pk,
+            turn_id=turn.pk,
+            process="me",
+            events=[("x.y", {})],
+            batch=2,
         ),
         lambda: services.turn_finish(turn_id=turn.pk, status="completed", process="me"),
     ):
@@ -213,6 +227,22 @@ def test_a_reaped_turns_own_writes_are_refused_and_change_nothing(people, conver
         "x.y",
         "turn.failed",
     ]
+
+
+@pytest.mark.django_db
+def test_a_batch_retried_after_its_commit_is_written_once_and_renews_the_lease(
+    people, conversation
+):
+    """A writer whose commit's acknowledgement was lost (a dropped connection) sends the same
+    batch again: it is recognised, not written twice."""
+    turn = new_turn(conversation, people.alice.user, status=Turn.Status.RUNNING)
+    batch = {"events": [("message.delta", {"text": "once"})], "process": "me", "batch": 1}
+    first = services.turn_events_append(conversation_id=conversation.pk, turn_id=turn.pk, **batch)
+    again = services.turn_events_append(conversation_id=conversation.pk, turn_id=turn.pk, **batch)
+    assert [f.seq for f in first] == [1] and again == []
+    assert seqs(conversation) == [1]
+    turn.refresh_from_db()
+    assert turn.batches_written == 1 and turn.lease_expires_at > timezone.now()
 
 
 @pytest.mark.django_db
