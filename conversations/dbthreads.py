@@ -35,9 +35,16 @@ async def run_db(fn, /, *args, **kwargs):
     return await loop.run_in_executor(_executor, functools.partial(_call, fn, args, kwargs))
 
 
-# What a retry can cure: the connection dropped (a database restart), a deadlock or lock
-# timeout chosen as victim. Not integrity or programming errors, which would fail again.
-TRANSIENT_ERRORS = (OperationalError, InterfaceError)
+def is_transient(exc: BaseException) -> bool:
+    """Whether a retry can cure a database error: the connection dropped (a database restart),
+    a deadlock or lock timeout chose this transaction, or PostgreSQL ended a session left idle in
+    a transaction (this process stalled). Not integrity or programming errors."""
+    if isinstance(exc, OperationalError | InterfaceError):
+        return True
+    return getattr(exc.__cause__, "sqlstate", None) == IDLE_IN_TRANSACTION_TIMEOUT
+
+
+IDLE_IN_TRANSACTION_TIMEOUT = "25P03"  # PostgreSQL's SQLSTATE, raised as an InternalError
 
 
 async def run_db_retrying(fn, /, *args, **kwargs):
@@ -49,9 +56,9 @@ async def run_db_retrying(fn, /, *args, **kwargs):
     while True:
         try:
             result = await run_db(fn, *args, **kwargs)
-        except TRANSIENT_ERRORS as exc:
+        except DatabaseError as exc:
             attempts += 1
-            if time.monotonic() + delay > deadline:
+            if not is_transient(exc) or time.monotonic() + delay > deadline:
                 raise
             # Once per outage and caller, not once per attempt: a thousand watchers wait too.
             log = logger.warning if attempts == 1 else logger.debug

@@ -9,7 +9,7 @@ import time
 from django.conf import settings
 
 from .. import services
-from ..dbthreads import TRANSIENT_ERRORS, run_db
+from ..dbthreads import is_transient, run_db
 from ..process import layer_is_shared, process_id
 from .runner import TurnRunner
 
@@ -48,10 +48,11 @@ class Upkeep:
                 await run_db(
                     services.watchers_upkeep, process=process_id(), reap_foreign=reap_foreign
                 )
-            except TRANSIENT_ERRORS as exc:
-                reap_from = time.monotonic() + lease
-                logger.warning("Turn upkeep failed (%s); trying again in %.0f s", exc, interval)
-            except Exception:
-                logger.exception("Turn upkeep failed; trying again in %.0f s", interval)
+            except Exception as exc:
+                if not is_transient(exc):
+                    logger.exception("Turn upkeep failed; trying again in %.0f s", interval)
+                else:
+                    reap_from = time.monotonic() + lease
+                    logger.warning("Turn upkeep failed (%s); trying again in %.0f s", exc, interval)
             reap_foreign = False
             await asyncio.sleep(interval)

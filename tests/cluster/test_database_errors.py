@@ -1,0 +1,50 @@
+"""Which PostgreSQL errors the turn runtime retries (conversations.dbthreads.is_transient), seen
+on the real server rather than constructed."""
+
+import time
+
+import pytest
+from django.db import DatabaseError, IntegrityError, connection, transaction
+
+from conversations.dbthreads import is_transient
+from conversations.models import Workspace
+
+pytestmark = [pytest.mark.cluster, pytest.mark.django_db(transaction=True)]
+
+
+def test_a_session_ended_for_idling_in_a_transaction_is_retried(people):
+    """A process that stalls inside a transaction has its session ended by PostgreSQL (see
+    settings); when it resumes, the error it meets must count as one a retry cures."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_backend_pid()")
+        pid = cursor.fetchone()[0]
+    try:
+        with pytest.raises(DatabaseError) as ended, transaction.atomic():
+            with connection.cursor() as cursor:
+                cursor.execute("SET LOCAL idle_in_transaction_session_timeout = '50ms'")
+                cursor.execute("SELECT 1")
+            deadline = time.monotonic() + 30
+            while _session_alive(pid):
+                assert time.monotonic() < deadline, "PostgreSQL did not end the idle session"
+                time.sleep(0.05)
+            Workspace.objects.count()
+        assert is_transient(ended.value), repr(ended.value)
+    finally:
+        connection.close()
+
+
+def test_an_integrity_error_is_not_retried(people):
+    with pytest.raises(IntegrityError) as refused, transaction.atomic():
+        Workspace.objects.create(slug=people.workspace.slug, name="Twice")
+    assert not is_transient(refused.value)
+
+
+def _session_alive(pid: int) -> bool:
+    from psycopg import connect
+
+    params = connection.get_connection_params()
+    params.pop("cursor_factory", None)
+    params.pop("context", None)
+    with connect(**{k: v for k, v in params.items() if k != "prepare_threshold"}) as other:
+        row = other.execute("SELECT 1 FROM pg_stat_activity WHERE pid = %s", [pid]).fetchone()
+    return row is not None
