@@ -21,10 +21,8 @@ import argparse
 import asyncio
 import shutil
 import sys
-import tempfile
 import time
 from contextlib import ExitStack, contextmanager
-from pathlib import Path
 
 import httpx
 
@@ -38,20 +36,9 @@ from bench.run import (
     prepare_parley,
     until_terminal,
 )
-from ops.services import Postgres, Redis, reachable_by_postgres
+from ops.services import Postgres, Redis, scratch_folder
 
 SOCKETS_PER_PROCESS = 20
-
-
-def scratch_folder() -> Path:
-    """A folder PostgreSQL's user can reach (as root it runs as nobody)."""
-    folder = Path(tempfile.mkdtemp(prefix="parley-bench-cluster-"))
-    folder.chmod(0o755)
-    if not reachable_by_postgres(folder):
-        shutil.rmtree(folder, ignore_errors=True)
-        folder = Path(tempfile.mkdtemp(prefix="parley-bench-cluster-", dir="/var/tmp"))
-        folder.chmod(0o755)
-    return folder
 
 
 @contextmanager
@@ -60,7 +47,7 @@ def two_processes():
     stopped and the folder removed on the way out, however it is left."""
     python = sys.executable
     with ExitStack() as stack:
-        scratch = scratch_folder()
+        scratch = scratch_folder("parley-bench-cluster-")
         stack.callback(shutil.rmtree, scratch, ignore_errors=True)
         postgres = Postgres(scratch / "postgres", durable=False)
         stack.callback(postgres.stop, "immediate")

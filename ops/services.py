@@ -65,6 +65,18 @@ def reachable_by_postgres(folder: Path) -> bool:
     return subprocess.run([*check, str(folder)], check=False).returncode == 0
 
 
+def scratch_folder(prefix: str) -> Path:
+    """A new temporary folder that PostgreSQL's user can reach: in the usual temporary folder,
+    or under /var/tmp when that one is private (a TMPDIR in root's home)."""
+    folder = Path(tempfile.mkdtemp(prefix=prefix))
+    folder.chmod(0o755)
+    if not reachable_by_postgres(folder):
+        shutil.rmtree(folder, ignore_errors=True)
+        folder = Path(tempfile.mkdtemp(prefix=prefix, dir="/var/tmp"))
+        folder.chmod(0o755)
+    return folder
+
+
 class Postgres:
     """One PostgreSQL server: ``data`` is its cluster folder (made on first start)."""
 
@@ -229,8 +241,7 @@ def main(argv: list[str]) -> int:
     if not argv:
         print("usage: python -m ops.services -- COMMAND [ARGS...]", file=sys.stderr)
         return 2
-    root = Path(tempfile.mkdtemp(prefix="parley-services-"))
-    root.chmod(0o755)  # PostgreSQL's user must reach its folder inside
+    root = scratch_folder("parley-services-")
     postgres = Postgres(root / "postgres", durable=False)
     redis = Redis(root / "redis")
     try:

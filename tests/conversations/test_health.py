@@ -4,7 +4,6 @@ Daphnes; and a server that binds its loop (and runs its upkeep) before anyone co
 import asyncio
 import os
 import signal
-import socket
 import time
 from datetime import timedelta
 
@@ -15,6 +14,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from conversations import services
 from conversations.models import Turn
+from ops.services import free_port
 from tests.conftest import LiveServer, receive_json, wait_for_turn_end
 
 STATUSES = ["queued", "running", "awaiting_input", "completed", "failed", "cancelled"]
@@ -45,12 +45,6 @@ async def metrics_until(client: httpx.AsyncClient, name: str, labels: dict, valu
     raise AssertionError(f"{name}{labels} stayed {seen}, never {value}")
 
 
-def closed_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 def test_liveness_and_readiness_of_a_healthy_server(server):
     with server.client() as client:  # no credentials: the load balancer has none
         live = client.get("/healthz")
@@ -66,9 +60,7 @@ def test_liveness_and_readiness_of_a_healthy_server(server):
 
 def test_readiness_names_the_channel_layer_when_redis_is_away(transactional_db, tmp_path):
     # Not through make_server: with its Redis away the server rightly logs errors.
-    live = LiveServer(
-        tmp_path / "daphne.log", {"REDIS_URL": f"redis://127.0.0.1:{closed_port()}/0"}
-    )
+    live = LiveServer(tmp_path / "daphne.log", {"REDIS_URL": f"redis://127.0.0.1:{free_port()}/0"})
     try:
         with live.client() as client:
             assert client.get("/healthz").status_code == 200  # alive, only not ready
