@@ -345,30 +345,29 @@ def turn_finish(
         )
 
 
-def turns_upkeep(
-    *, process: str, local_turn_ids: list[str], reap_foreign: bool, reap: bool = True
-) -> list[str]:
-    """Renew the leases of the turns this process runs and (with ``reap``) end turns whose
-    process died.
-
-    With ``reap_foreign`` every active turn not run here is ended at once (used at start-up when
-    no other process can exist). Returns the ids of local turns this process no longer owns
-    (reaped, or ended elsewhere), whose agents it must stop.
-    """
-    now = timezone.now()
+def turns_renew(*, process: str, local_turn_ids: list[str]) -> list[str]:
+    """Renew the leases of the turns this process runs. Returns the ids of local turns this
+    process no longer owns (reaped, or ended elsewhere), whose agents it must stop."""
     owned = Turn.objects.filter(
         pk__in=local_turn_ids, runner=process, status__in=Turn.ACTIVE_STATUSES
     )
     owned.update(lease_expires_at=_lease_end())
     still_owned = set(owned.values_list("pk", flat=True))
-    lost = Turn.objects.filter(status__in=Turn.ACTIVE_STATUSES).exclude(pk__in=local_turn_ids)
-    if reap_foreign:
-        lost = lost.exclude(runner=process) | lost.filter(lease_expires_at__lt=now)
-    else:
-        lost = lost.filter(lease_expires_at__lt=now)
-    for turn_id in lost.values_list("pk", flat=True) if reap else ():
-        turn_reap(turn_id=turn_id, only_if_expired=not reap_foreign)
     return [turn_id for turn_id in local_turn_ids if turn_id not in still_owned]
+
+
+def turns_reap(*, process: str, local_turn_ids: list[str], reap_foreign: bool) -> None:
+    """End the turns whose process died (their lease ran out).
+
+    With ``reap_foreign`` every active turn not run here is ended at once (used at start-up when
+    no other process can exist).
+    """
+    lost = Turn.objects.filter(status__in=Turn.ACTIVE_STATUSES).exclude(pk__in=local_turn_ids)
+    expired = lost.filter(lease_expires_at__lt=timezone.now())
+    if reap_foreign:
+        expired = lost.exclude(runner=process) | expired
+    for turn_id in expired.values_list("pk", flat=True):
+        turn_reap(turn_id=turn_id, only_if_expired=not reap_foreign)
 
 
 def turn_reap(*, turn_id: str, only_if_expired: bool = True) -> list[Frame]:
@@ -410,11 +409,14 @@ def watcher_remove(*, watcher: Watcher) -> None:
     transaction.on_commit(partial(hub.presence_changed, watcher.conversation_id))
 
 
-def watchers_upkeep(*, process: str, reap_foreign: bool) -> None:
-    """Renew this process's watchers and forget those of processes that stopped renewing
-    theirs (or, with ``reap_foreign``, of every other process: see turns_upkeep)."""
+def watchers_upkeep(*, process: str, reap_foreign: bool, forget_others: bool = True) -> None:
+    """Renew this process's watchers and (with ``forget_others``) forget those of processes
+    that stopped renewing theirs (or, with ``reap_foreign``, of every other process: see
+    turns_reap)."""
     now = timezone.now()
     Watcher.objects.filter(process=process).update(seen_at=now)
+    if not (forget_others or reap_foreign):
+        return
     gone = Watcher.objects.exclude(process=process)
     if not reap_foreign:
         gone = gone.filter(seen_at__lt=now - timedelta(seconds=settings.PARLEY_TURN_LEASE_SECONDS))

@@ -27,32 +27,48 @@ class Upkeep:
 
     async def _run(self) -> None:
         interval = max(1.0, settings.PARLEY_TURN_LEASE_SECONDS / 3)
+        lease = settings.PARLEY_TURN_LEASE_SECONDS
         # With a process-local layer no other process can be running a turn, so turns that are
         # active but not ours were left by a server that stopped: end them at once.
         reap_foreign = not layer_is_shared()
-        lease = settings.PARLEY_TURN_LEASE_SECONDS
-        # After the database was away, every process's leases ran out together: renew ours but
-        # reap nobody for one lease, so the others renew theirs before anyone counts them dead.
+        renewed_at = time.monotonic()
         reap_from = 0.0
         while True:
             try:
                 lost_ids = await run_db(
-                    services.turns_upkeep,
+                    services.turns_renew,
                     process=process_id(),
                     local_turn_ids=self._runner.local_turn_ids(),
-                    reap_foreign=reap_foreign,
-                    reap=time.monotonic() >= reap_from,
                 )
+                now = time.monotonic()
+                if now - renewed_at > 1.5 * interval:
+                    # This process could not renew for a while (the database was away, or every
+                    # connection was waited for): every other process was likely cut off as
+                    # long, and their leases ran out together. Renew ours, but reap nobody for
+                    # one lease, so the others renew theirs before anyone counts them dead.
+                    reap_from = now + lease
+                renewed_at = now
                 for turn_id in lost_ids:
                     self._runner.lose_local(turn_id)
+                reap = reap_foreign or now >= reap_from
+                if reap:
+                    await run_db(
+                        services.turns_reap,
+                        process=process_id(),
+                        local_turn_ids=self._runner.local_turn_ids(),
+                        reap_foreign=reap_foreign,
+                    )
                 await run_db(
-                    services.watchers_upkeep, process=process_id(), reap_foreign=reap_foreign
+                    services.watchers_upkeep,
+                    process=process_id(),
+                    reap_foreign=reap_foreign,
+                    forget_others=reap,
                 )
             except Exception as exc:
                 if not is_transient(exc):
                     logger.exception("Turn upkeep failed; trying again in %.0f s", interval)
                 else:
-                    reap_from = time.monotonic() + lease
                     logger.warning("Turn upkeep failed (%s); trying again in %.0f s", exc, interval)
-            reap_foreign = False
+            else:
+                reap_foreign = False
             await asyncio.sleep(interval)

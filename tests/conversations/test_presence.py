@@ -56,6 +56,9 @@ def test_watchers_of_a_process_that_stopped_are_forgotten(people, conversation):
         conversation_id=conversation.pk, user=people.alice.user, process="here"
     )
     Watcher.objects.filter(process="gone").update(seen_at=mine.seen_at - timedelta(hours=1))
+    # Right after this process was itself cut off from the database, it forgets nobody.
+    services.watchers_upkeep(process="here", reap_foreign=False, forget_others=False)
+    assert Watcher.objects.count() == 2
     services.watchers_upkeep(process="here", reap_foreign=False)
     assert list(Watcher.objects.values_list("process", flat=True)) == ["here"]
     # At start-up with a process-local layer, no other process can be serving anyone.

@@ -151,7 +151,8 @@ def test_upkeep_renews_local_leases_and_fails_turns_whose_lease_ran_out(people, 
         runner="gone",
         lease_expires_at=past,
     )
-    services.turns_upkeep(process="me", local_turn_ids=[mine.pk], reap_foreign=False)
+    assert services.turns_renew(process="me", local_turn_ids=[mine.pk]) == []
+    services.turns_reap(process="me", local_turn_ids=[mine.pk], reap_foreign=False)
     mine.refresh_from_db()
     lost.refresh_from_db()
     assert mine.status == Turn.Status.RUNNING and mine.lease_expires_at > timezone.now()
@@ -169,10 +170,10 @@ def test_upkeep_at_start_up_ends_turns_left_by_a_stopped_server(people, conversa
         runner="old-process",
         lease_expires_at=timezone.now() + timedelta(minutes=5),
     )
-    services.turns_upkeep(process="new-process", local_turn_ids=[], reap_foreign=False)
+    services.turns_reap(process="new-process", local_turn_ids=[], reap_foreign=False)
     left.refresh_from_db()
     assert left.status == Turn.Status.RUNNING  # its lease has not run out yet
-    services.turns_upkeep(process="new-process", local_turn_ids=[], reap_foreign=True)
+    services.turns_reap(process="new-process", local_turn_ids=[], reap_foreign=True)
     left.refresh_from_db()
     assert left.status == Turn.Status.FAILED
 
@@ -182,14 +183,10 @@ def test_upkeep_reports_local_turns_this_process_no_longer_owns(people, conversa
     other = Conversation.objects.create(workspace=people.workspace, title="Other", agent="builtin")
     kept = new_turn(conversation, people.alice.user, status=Turn.Status.RUNNING)
     taken = new_turn(other, people.alice.user, status=Turn.Status.RUNNING, runner="someone")
-    lost = services.turns_upkeep(
-        process="me", local_turn_ids=[kept.pk, taken.pk], reap_foreign=False
-    )
+    lost = services.turns_renew(process="me", local_turn_ids=[kept.pk, taken.pk])
     assert lost == [taken.pk]
     services.turn_finish(turn_id=kept.pk, status=Turn.Status.COMPLETED)
-    assert services.turns_upkeep(process="me", local_turn_ids=[kept.pk], reap_foreign=False) == [
-        kept.pk
-    ]
+    assert services.turns_renew(process="me", local_turn_ids=[kept.pk]) == [kept.pk]
 
 
 @pytest.mark.django_db
