@@ -411,11 +411,11 @@ def watcher_remove(*, watcher: Watcher) -> None:
 
 def watchers_upkeep(*, process: str, reap_foreign: bool, forget_others: bool = True) -> None:
     """Renew this process's watchers and (with ``forget_others``) forget those of processes
-    that stopped renewing theirs (or, with ``reap_foreign``, of every other process: see
+    that stopped renewing theirs (with ``reap_foreign`` too, those of every other process: see
     turns_reap)."""
     now = timezone.now()
     Watcher.objects.filter(process=process).update(seen_at=now)
-    if not (forget_others or reap_foreign):
+    if not forget_others:
         return
     gone = Watcher.objects.exclude(process=process)
     if not reap_foreign:
