@@ -103,6 +103,7 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
 # Django's advice is 0 here. The turn runner and the event feeds keep their own long-lived
 # database threads (conversations.dbthreads), which is where reuse matters.
 DATABASES["default"]["CONN_MAX_AGE"] = env.int("PARLEY_DB_CONN_MAX_AGE", default=0)
+# Persistent connections (CONN_MAX_AGE above 0) are checked before each request reuses them.
 DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
 if DATABASES["default"]["ENGINE"].endswith("postgresql"):
     # A process stalled inside a transaction (paused, swapping, partitioned) would hold its row
@@ -117,8 +118,11 @@ if DATABASES["default"]["ENGINE"].endswith("postgresql"):
     _options.setdefault("connect_timeout", 5)
     if env.bool("PARLEY_DB_POOL", default=True) and not DATABASES["default"]["CONN_MAX_AGE"]:
         # Under ASGI every request runs in a thread of its own, so without a pool each request
-        # opens (and PostgreSQL forks a backend for) a connection of its own. With
-        # CONN_HEALTH_CHECKS, a pooled connection a restart broke is checked and replaced.
+        # opens (and PostgreSQL forks a backend for) a connection of its own. Pooled connections
+        # are checked as they are handed out by the backend itself, not by psycopg's pool
+        # (config.postgresql says why), so Django's CONN_HEALTH_CHECKS is off for them.
+        DATABASES["default"]["ENGINE"] = "config.postgresql"
+        DATABASES["default"]["CONN_HEALTH_CHECKS"] = False
         _options["pool"] = {
             "min_size": 2,
             "max_size": env.int("PARLEY_DB_POOL_SIZE", default=20),

@@ -33,6 +33,25 @@ def test_a_session_ended_for_idling_in_a_transaction_is_retried(people):
         connection.close()
 
 
+def test_after_a_restart_the_pool_hands_out_a_working_connection(postgres):
+    """A restart breaks every idle connection in the pool. The first one found broken has the
+    pool check all the others (config.dbpool), so the next query gets a fresh connection; psycopg
+    alone would meet the ten broken ones one by one, with a growing sleep between, and give up
+    at the pool's timeout."""
+    pool = connection.pool
+    idle = [pool.getconn() for _ in range(10)]
+    for conn in idle:
+        pool.putconn(conn)
+    connection.close()
+    assert pool.get_stats()["pool_available"] >= 10
+    postgres.restart()
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT 1")
+        assert cursor.fetchone() == (1,)
+    # All ten were found broken in one check, not one request at a time.
+    assert pool.get_stats()["connections_lost"] >= 9
+
+
 def test_an_integrity_error_is_not_retried(people):
     with pytest.raises(IntegrityError) as refused, transaction.atomic():
         Workspace.objects.create(slug=people.workspace.slug, name="Twice")
