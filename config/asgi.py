@@ -1,6 +1,8 @@
 """ASGI entry point: HTTP through Django, WebSockets through Channels, one server loop for both;
-under Daphne, the server loop is bound at start-up and SIGTERM drains before stopping."""
+under Daphne, the server loop is bound at start-up, and SIGTERM hands the process's turns back
+and closes its sockets (1012) before it stops."""
 
+import asyncio
 import logging
 import os
 import signal
@@ -47,26 +49,27 @@ def _hook_daphne() -> None:
 def _reactor_started(reactor) -> None:
     # After-startup triggers run just before the asyncio loop does: bind from inside it.
     reactor.callLater(0, server_loop.bind)
-    # However the process stops (SIGINT, SIGTERM without a grace), readiness turns false first.
+    # However the process stops (SIGINT, a second SIGTERM), readiness turns false first.
     reactor.addSystemEventTrigger("before", "shutdown", server_loop.begin_shutdown)
     grace = settings.PARLEY_SHUTDOWN_GRACE_SECONDS
     # Replace Twisted's SIGTERM handler (installed just before this runs), not anyone else's.
-    if grace > 0 and signal.getsignal(signal.SIGTERM) == reactor.sigTerm:
+    if signal.getsignal(signal.SIGTERM) == reactor.sigTerm:
         signal.signal(
             signal.SIGTERM, lambda signum, frame: reactor.callFromThread(_drain, reactor, grace)
         )
 
 
 def _drain(reactor, grace: float) -> None:
-    """On SIGTERM: turn readiness false, keep serving ``grace`` seconds so that the load
-    balancer notices and sends nothing new, then stop as Daphne would. A second SIGTERM stops
-    at once."""
+    """On SIGTERM: turn readiness false, hand this process's turns back (other processes, or
+    this one restarted, resume them) and close its sockets with 1012 (the browser reconnects at
+    once, elsewhere); keep serving HTTP ``grace`` seconds so that the load balancer notices and
+    sends nothing new; then stop as Daphne would. A second SIGTERM stops at once."""
     if server_loop.draining:
         _stop(reactor)
         return
-    server_loop.begin_shutdown()
-    logger.info("SIGTERM: stopping in %.1f s (PARLEY_SHUTDOWN_GRACE_SECONDS)", grace)
-    reactor.callLater(grace, _stop, reactor)
+    logger.info("SIGTERM: handing turns back, stopping in %.1f s", grace)
+    shutting = asyncio.ensure_future(server_loop.shut_down())
+    shutting.add_done_callback(lambda _: reactor.callLater(grace, _stop, reactor))
 
 
 def _stop(reactor) -> None:

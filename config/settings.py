@@ -109,7 +109,7 @@ if DATABASES["default"]["ENGINE"].endswith("postgresql"):
     # A process stalled inside a transaction (paused, swapping, partitioned) would hold its row
     # locks, and block the process that reaps its turns, for as long as it stalls. PostgreSQL
     # ends such a session after half a turn lease, so the lease decides, as designed.
-    _idle_ms = env.int("PARLEY_TURN_LEASE_SECONDS", default=30) * 500
+    _idle_ms = env.int("PARLEY_TURN_LEASE_SECONDS", default=10) * 500
     _options = DATABASES["default"].setdefault("OPTIONS", {})
     _options["options"] = (
         f"{_options.get('options', '')} -c idle_in_transaction_session_timeout={_idle_ms}"
@@ -219,8 +219,15 @@ PARLEY_BUILTIN_PACE_MS = env.int("PARLEY_BUILTIN_PACE_MS", default=25)
 PARLEY_DELTA_COALESCE_MS = env.int("PARLEY_DELTA_COALESCE_MS", default=30)
 # Events a turn may have waiting to be written before the agent is made to wait (backpressure).
 PARLEY_EVENT_BACKLOG = env.int("PARLEY_EVENT_BACKLOG", default=2000)
-# A turn's lease: renewed by its process; once it runs out the turn is ended as failed.
-PARLEY_TURN_LEASE_SECONDS = env.int("PARLEY_TURN_LEASE_SECONDS", default=30)
+# A turn's lease: renewed by its process every third of it; once it runs out another process
+# (or this one, restarted) takes the turn over and resumes it from its journal. A process that
+# is killed has its turns going on elsewhere within a lease and an upkeep interval (13.3 s).
+PARLEY_TURN_LEASE_SECONDS = env.int("PARLEY_TURN_LEASE_SECONDS", default=10)
+# A turn waiting this long for an answer leaves its process's memory; whoever settles the
+# question resumes it (turns of agents that cannot be resumed stay in memory).
+PARLEY_RELEASE_PARKED_AFTER_SECONDS = env.float(
+    "PARLEY_RELEASE_PARKED_AFTER_SECONDS", default=60.0
+)
 # How long a turn's own writes keep trying while the database is away (a restart, a failover).
 PARLEY_DB_RETRY_SECONDS = env.float("PARLEY_DB_RETRY_SECONDS", default=60.0)
 PARLEY_MAX_INPUT_CHARS = env.int("PARLEY_MAX_INPUT_CHARS", default=20_000)

@@ -4,6 +4,7 @@ client may send (each answered with ``ws.ack`` or ``ws.error``)."""
 import asyncio
 import json
 import logging
+import weakref
 from urllib.parse import parse_qs
 
 from channels.generic.websocket import AsyncWebsocketConsumer
@@ -15,7 +16,7 @@ from .dbthreads import run_db
 from .events import check_seq_within, parse_seq
 from .feed import ConversationFeed
 from .metrics import SOCKETS_OPEN
-from .process import process_id
+from .process import process_id, server_loop
 from .selectors import conversation_with_state
 from .shared import ApplicationError
 
@@ -24,8 +25,24 @@ logger = logging.getLogger(__name__)
 CLOSE_UNAUTHENTICATED = 4401
 CLOSE_FORBIDDEN = 4403
 CLOSE_BAD_REQUEST = 4400
+# The server is restarting: reconnect now (another process serves the same conversation).
+CLOSE_SERVICE_RESTART = 1012
 # A socket sending a long batch yields to the loop this often.
 PUMP_YIELD_EVERY = 64
+
+
+# The sockets open in this process, closed all at once when it shuts down.
+_open_sockets: "weakref.WeakSet[ConversationConsumer]" = weakref.WeakSet()
+
+
+async def close_all_sockets() -> None:
+    """At shutdown: close every socket with 1012, so that each browser reconnects at once (to
+    a process that is not stopping) and resumes from the last event it had."""
+    sockets = list(_open_sockets)
+    for socket in sockets:
+        await socket.close(code=CLOSE_SERVICE_RESTART)
+    if sockets:
+        logger.info("Closed %d socket(s) with 1012", len(sockets))
 
 
 class ConversationConsumer(AsyncWebsocketConsumer):
@@ -43,6 +60,10 @@ class ConversationConsumer(AsyncWebsocketConsumer):
         await self.accept()
         self.counted = True
         SOCKETS_OPEN.inc()
+        if server_loop.draining:
+            await self.close(code=CLOSE_SERVICE_RESTART)
+            return
+        _open_sockets.add(self)
         user = self.scope.get("user")
         if user is None or not user.is_authenticated:
             await self.close(code=CLOSE_UNAUTHENTICATED)
@@ -95,6 +116,7 @@ class ConversationConsumer(AsyncWebsocketConsumer):
         )
 
     async def disconnect(self, code):
+        _open_sockets.discard(self)
         if self.counted:
             self.counted = False
             SOCKETS_OPEN.dec()

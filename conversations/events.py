@@ -19,6 +19,7 @@ class EventType(models.TextChoices):
     SELECTION_REQUESTED = "selection.requested"
     SELECTION_RESOLVED = "selection.resolved"
     TURN_STEERED = "turn.steered"
+    TURN_RESUMED = "turn.resumed"
     TURN_COMPLETED = "turn.completed"
     TURN_FAILED = "turn.failed"
     TURN_CANCELLED = "turn.cancelled"

@@ -27,6 +27,18 @@ LAYER_ERRORS = Counter(
     "Channel-layer sends and receives that failed",
     ["operation"],  # send, group_send, receive, group_add
 )
+TURNS_RESUMED = Counter(
+    "parley_turns_resumed",
+    "Turns this process took over and resumed from their journal",
+    ["reason"],  # process_stopped, handed_back, question_settled, restart
+)
+TURNS_RELEASED = Counter(
+    "parley_turns_released",
+    "Parked turns this process released from memory (resumed when their question is settled)",
+)
+QUESTIONS_PARKED = Gauge(
+    "parley_questions_parked", "Questions turns in this process's memory are waiting on"
+)
 WAKEUPS_RECOVERED = Counter(
     "parley_lost_wakeups_recovered",
     "Wake-ups the channel layer lost, made good from the database",

@@ -125,7 +125,9 @@ class Turn(models.Model):
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
     # Where it runs: the channel-layer name of its control inbox, the process that owns it,
-    # and the lease that process renews; a turn whose lease runs out is ended as failed.
+    # and the lease that process renews. A turn whose lease has run out (or is empty: handed
+    # back, or released from memory while it waits for an answer) is owned by nobody, and the
+    # next process to claim it resumes it from its journal (see TurnStep).
     inbox = models.CharField(max_length=200, blank=True)
     runner = models.CharField(max_length=100, blank=True)
     lease_expires_at = models.DateTimeField(null=True, blank=True)
@@ -153,6 +155,50 @@ class Turn(models.Model):
     @property
     def is_active(self) -> bool:
         return self.status in self.ACTIVE_STATUSES
+
+
+class ParkedTurn(Turn):
+    """A turn waiting for an answer, as the admin lists them (with who holds each, if anyone)."""
+
+    class Meta:
+        proxy = True
+        verbose_name = "parked turn"
+
+
+class TurnStep(models.Model):
+    """One completed step of a turn, in order: its journal, from which a resumed turn is rebuilt.
+
+    A step is a tool call's outcome, a question asked (its answer lives on the question), the
+    steering the agent took in, or the outcome of a recorded ``ctx.step`` (a model's output).
+    Text is not journaled here: the turn's ``message.delta`` events are its record. ``said``
+    is how many characters the agent had said when it took the step, so a replay checks that
+    text and steps come in the same order. Written in the same transaction as the step's
+    events.
+    """
+
+    class Kind(models.TextChoices):
+        TOOL = "tool", "Tool call"
+        ASK = "ask", "Question"
+        STEERING = "steering", "Steering taken in"
+        STEP = "step", "Recorded step"
+
+    turn = models.ForeignKey(Turn, on_delete=models.CASCADE, related_name="steps")
+    index = models.PositiveIntegerField()
+    kind = models.CharField(max_length=10, choices=Kind.choices)
+    name = models.CharField(max_length=200, blank=True)
+    # A digest of the step's arguments: a replay that calls it with others has diverged.
+    digest = models.CharField(max_length=64, blank=True)
+    said = models.PositiveBigIntegerField(default=0)
+    outcome = models.JSONField(default=dict)
+
+    class Meta:
+        ordering = ["turn", "index"]
+        constraints = [
+            models.UniqueConstraint(fields=["turn", "index"], name="unique_step_per_turn"),
+        ]
+
+    def __str__(self):
+        return f"{self.turn_id} step {self.index} ({self.kind} {self.name})"
 
 
 class TurnEvent(models.Model):

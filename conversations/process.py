@@ -7,7 +7,7 @@ import os
 import secrets
 import socket
 import threading
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 from channels.layers import InMemoryChannelLayer, get_channel_layer
 
@@ -57,11 +57,26 @@ class ServerLoop:
         self.loop: asyncio.AbstractEventLoop | None = None
         self._loop_thread: int | None = None
         self._on_bind: list[Callable[[], None]] = []
+        self._on_shutdown: list[Callable[[], Awaitable[None]]] = []
         self.draining = False
 
     def on_bind(self, start: Callable[[], None]) -> None:
         """Call ``start()`` on the server loop once it is bound (registered at app start)."""
         self._on_bind.append(start)
+
+    def on_shutdown(self, stop: Callable[[], Awaitable[None]]) -> None:
+        """Await ``stop()`` on the server loop when the process is told to stop (SIGTERM)."""
+        self._on_shutdown.append(stop)
+
+    async def shut_down(self) -> None:
+        """Begin to shut down, and run what was registered for it (hand turns back, close
+        sockets), each in turn; one that fails does not keep the others from running."""
+        self.begin_shutdown()
+        for stop in self._on_shutdown:
+            try:
+                await stop()
+            except Exception:
+                logger.exception("Shutting down: %s failed", getattr(stop, "__qualname__", stop))
 
     def bind(self) -> None:
         """Adopt the running loop as the server loop (idempotent)."""

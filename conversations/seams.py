@@ -40,6 +40,10 @@ class Turns(Protocol):
     def launch(self, turn_id: str) -> None:
         """Start running a committed turn in this process. Safe to call from any thread."""
 
+    def resume(self, turn_id: str, reason: str) -> None:
+        """Claim a turn nobody holds and resume it in this process from its journal. Safe to
+        call from any thread; does nothing if another process claims it first."""
+
     def notify(self, inbox: str, message: dict) -> None:
         """Send a control message (Stop, steering, a wake-up) to a turn's inbox, wherever the
         turn runs. Safe to call from any thread. A wake-up only: what it announces is already
@@ -53,9 +57,27 @@ class Questions(Protocol):
         """Check a question before it is asked; returns what :meth:`ask` takes. Raises
         ValueError when the question is malformed (the agent's bug: it fails the turn)."""
 
-    async def ask(self, question, *, turn_id: str, ordinal: int, timeout: float) -> dict:
-        """Store the question, announce it, and wait (holding no thread) until it is settled.
-        Returns ``{"selection", "status", "answer", "answered_by"}``."""
+    async def ask(
+        self,
+        question,
+        *,
+        turn_id: str,
+        ordinal: int,
+        timeout: float,
+        step: dict,
+        releasable: bool,
+    ) -> dict:
+        """Store the question (with its journal ``step``), announce it, and wait (holding no
+        thread) until it is settled. Returns ``{"selection", "status", "answer",
+        "answered_by"}``. If ``releasable``, a long wait lets go of the turn (raising
+        TurnReleased); settling the question then resumes it."""
+
+    async def wait_again(self, selection_id: str, *, turn_id: str, releasable: bool) -> dict:
+        """For a resumed turn: the outcome of a question it had asked, waiting for it (as
+        :meth:`ask` does) if it is still pending."""
+
+    def expire_due(self) -> int:
+        """Expire every pending question whose time is up (process upkeep, from any thread)."""
 
     def wake(self, selection_id: str, outcome: dict | None) -> None:
         """A wake-up for a parked question reached this process (on the server loop)."""

@@ -6,7 +6,7 @@ from django.db.models import OuterRef, QuerySet, Subquery, TextField
 from django.db.models.functions import Cast
 
 from .events import Frame, FrameEncoder
-from .models import Conversation, Membership, Turn, TurnEvent, Watcher, Workspace
+from .models import Conversation, Membership, Turn, TurnEvent, TurnStep, Watcher, Workspace
 from .shared import person
 
 
@@ -158,3 +158,56 @@ def people_watching(*, conversation_id: str) -> list[dict]:
         ).values_list("user_id", "role")
     )
     return [{**entry, "role": roles.get(user_id)} for user_id, entry in people.items()]
+
+
+@dataclass(frozen=True)
+class StoredProgress:
+    """What a turn had done, as stored: its journal steps and the events a replay matches."""
+
+    steps: list[dict]  # TurnStep fields, in order
+    text: str
+    messages: int
+    calls: int
+    open_calls: list[dict]  # {"id", "name"} of tool calls started and never completed
+    steering: list[tuple[int, str]]  # every input sent to the turn: (seq, input)
+
+
+def turn_progress(*, turn_id: str) -> StoredProgress:
+    """Everything a resumed turn is rebuilt from, in two queries."""
+    steps = list(
+        TurnStep.objects.filter(turn_id=turn_id)
+        .order_by("index")
+        .values("index", "kind", "name", "digest", "said", "outcome")
+    )
+    replayed = (
+        TurnEvent.Type.MESSAGE_DELTA,
+        TurnEvent.Type.MESSAGE_COMPLETED,
+        TurnEvent.Type.TOOL_STARTED,
+        TurnEvent.Type.TOOL_COMPLETED,
+        TurnEvent.Type.TURN_STEERED,
+    )
+    text, messages, started, steering = [], 0, {}, []
+    events = (
+        TurnEvent.objects.filter(turn_id=turn_id, type__in=replayed)
+        .order_by("seq")
+        .values_list("seq", "type", "data")
+    )
+    for seq, type_, data in events.iterator(chunk_size=2000):
+        if type_ == TurnEvent.Type.MESSAGE_DELTA:
+            text.append(data["text"])
+        elif type_ == TurnEvent.Type.MESSAGE_COMPLETED:
+            messages += 1
+        elif type_ == TurnEvent.Type.TOOL_STARTED:
+            started[data["id"]] = {"id": data["id"], "name": data["name"]}
+        elif type_ == TurnEvent.Type.TOOL_COMPLETED:
+            started[data["id"]] = None
+        else:
+            steering.append((seq, data["input"]))
+    return StoredProgress(
+        steps=steps,
+        text="".join(text),
+        messages=messages,
+        calls=len(started),
+        open_calls=[call for call in started.values() if call is not None],
+        steering=steering,
+    )

@@ -20,19 +20,20 @@ next lease renewal, and stops that turn. Writes from people and upkeep (answers,
 Stop, expiry, reaping) are made by whichever process receives them, and are not fenced.
 """
 
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from functools import partial
 
 from django.conf import settings
 from django.db import IntegrityError, connection, transaction
-from django.db.models import F
+from django.db.models import F, Q
 from django.utils import timezone
 
 from . import seams
 from .broadcast import hub
 from .events import Frame, FrameEncoder, encode
-from .models import Conversation, Membership, Turn, TurnEvent, Watcher, Workspace
-from .process import process_id
+from .models import Conversation, Membership, Turn, TurnEvent, TurnStep, Watcher, Workspace
+from .process import process_id, server_loop
 from .shared import ApplicationError, person
 
 # An event to append: its type and data. It is stamped when it is recorded.
@@ -42,12 +43,18 @@ TURN_LOST_ERROR = "The server running this turn stopped before it finished."
 
 
 class TurnLost(ApplicationError):
-    """This process no longer owns the turn (it was reaped, or has ended): it must stop it."""
+    """This process no longer owns the turn (another took it over, or it has ended): it must
+    stop it and write nothing more."""
 
     def __init__(self, turn_id: str):
         super().__init__(
             "turn_lost", f"Turn {turn_id} is no longer run by this process.", status=409
         )
+
+
+class TurnReleased(TurnLost):
+    """This process let go of the turn on purpose (released from memory while it waits for an
+    answer, or handed back at shutdown): whoever claims it next resumes it."""
 
 
 def _claim_owned_turn(turn_id: str, process: str, **changes) -> bool:
@@ -75,6 +82,19 @@ def lock_owned_turn(turn_id: str, process: str) -> Turn:
 
 def _lease_end() -> datetime:
     return timezone.now() + timedelta(seconds=settings.PARLEY_TURN_LEASE_SECONDS)
+
+
+def _unowned(now: datetime) -> Q:
+    """Active turns nobody holds: handed back, released, or whose process stopped renewing."""
+    return Q(runner="") | Q(lease_expires_at__isnull=True) | Q(lease_expires_at__lt=now)
+
+
+def is_unowned(turn: Turn, now: datetime) -> bool:
+    return not turn.runner or turn.lease_expires_at is None or turn.lease_expires_at < now
+
+
+# What nobody holding a turn looks like.
+LET_GO = {"runner": "", "inbox": "", "lease_expires_at": None}
 
 
 _EVENT_COLUMNS = ("conversation", "turn", "seq", "type", "data", "created_at")
@@ -132,15 +152,32 @@ def append_events(*, conversation_id: str, turn_id: str, events: list[EventSpec]
 
 
 def turn_events_append(
-    *, conversation_id: str, turn_id: str, process: str, events: list[EventSpec], batch: int
+    *,
+    conversation_id: str,
+    turn_id: str,
+    process: str,
+    events: list[EventSpec],
+    batch: int,
+    steps: list[dict] = (),
 ) -> list[Frame]:
-    """Append a running turn's ``batch``-th batch of events (counted from 1), if ``process``
-    still owns the turn (else TurnLost, and nothing is written). Returns their frames (already
-    numbered), or none if that batch is already stored, so that a retry writes it once."""
+    """Append a running turn's ``batch``-th batch of events (counted from 1), with the journal
+    steps completed in it, if ``process`` still owns the turn (else TurnLost, and nothing is
+    written). Returns their frames (already numbered), or none if that batch is already stored,
+    so that a retry writes it once."""
     with transaction.atomic():
         if not _claim_owned_turn(turn_id, process, batches_written=batch):
             return []
+        turn_steps_record(turn_id=turn_id, steps=steps)
+        if not events:
+            return []
         return append_events(conversation_id=conversation_id, turn_id=turn_id, events=events)
+
+
+def turn_steps_record(*, turn_id: str, steps) -> None:
+    """Store journal steps (dicts of TurnStep's fields), inside the transaction that stores
+    their events."""
+    if steps:
+        TurnStep.objects.bulk_create(TurnStep(turn_id=turn_id, **step) for step in steps)
 
 
 def conversation_create(
@@ -200,13 +237,16 @@ def turn_start(
                 conversation=conversation, status__in=Turn.ACTIVE_STATUSES
             ).exists():
                 raise _turn_in_progress(conversation.pk)
+            # A process that is shutting down takes no new turns: it leaves them to the others
+            # (their upkeep claims turns nobody holds), or to itself once restarted.
+            here = {} if server_loop.draining else {"runner": process_id()}
             turn = Turn.objects.create(
                 conversation=conversation,
                 input=text,
                 started_by=user,
                 interactive=interactive,
-                runner=process_id(),
-                lease_expires_at=_lease_end(),
+                lease_expires_at=_lease_end() if here else None,
+                **here,
             )
             data = {"input": text, "started_by": person(user), "interactive": interactive}
             (frame,) = append_events(
@@ -214,7 +254,8 @@ def turn_start(
                 turn_id=turn.pk,
                 events=[(TurnEvent.Type.TURN_STARTED, data)],
             )
-            transaction.on_commit(partial(seams.turns.get().launch, turn.pk))
+            if here:
+                transaction.on_commit(partial(seams.turns.get().launch, turn.pk))
     except IntegrityError:
         # The partial unique constraint caught a start that raced ours.
         raise _turn_in_progress(conversation.pk) from None
@@ -301,7 +342,11 @@ def turn_cancel(*, conversation: Conversation, user, turn_id: str) -> Turn:
             turn.cancel_requested_at = timezone.now()
             turn.cancelled_by = user
             turn.save(update_fields=["cancel_requested_at", "cancelled_by"])
-        transaction.on_commit(partial(turn_notify, turn.inbox, {"type": "turn.cancel"}))
+        if is_unowned(turn, timezone.now()):
+            # Nobody runs it (released while it waits, or handed back): end it here.
+            turn_finish(turn_id=turn.pk, status=Turn.Status.CANCELLED)
+        else:
+            transaction.on_commit(partial(turn_notify, turn.inbox, {"type": "turn.cancel"}))
     return turn
 
 
@@ -356,30 +401,92 @@ def turns_renew(*, process: str, local_turn_ids: list[str]) -> list[str]:
     return [turn_id for turn_id in local_turn_ids if turn_id not in still_owned]
 
 
-def turns_reap(*, process: str, local_turn_ids: list[str], reap_foreign: bool) -> None:
-    """End the turns whose process died (their lease ran out).
+@dataclass(frozen=True)
+class Unowned:
+    """An active turn nobody holds, as upkeep finds it."""
 
-    With ``reap_foreign`` every active turn not run here is ended at once (used at start-up when
-    no other process can exist).
-    """
-    lost = Turn.objects.filter(status__in=Turn.ACTIVE_STATUSES).exclude(pk__in=local_turn_ids)
-    expired = lost.filter(lease_expires_at__lt=timezone.now())
-    if reap_foreign:
-        expired = lost.exclude(runner=process) | expired
-    for turn_id in expired.values_list("pk", flat=True):
-        turn_reap(turn_id=turn_id, only_if_expired=not reap_foreign)
+    turn_id: str
+    agent: str
+    parked: bool  # waiting for an answer: claimed when the question is settled, not before
+    reason: str  # for turn.resumed: why it changed hands
 
 
-def turn_reap(*, turn_id: str, only_if_expired: bool = True) -> list[Frame]:
-    """End a turn whose process stopped renewing its lease, as failed. The lease is checked
-    again under the turn's lock, so a renewal that just landed keeps the turn alive."""
+def turns_unowned(*, process: str, local_turn_ids: list[str], any_owner: bool) -> list[Unowned]:
+    """The active turns nobody holds, not run here. With ``any_owner`` every active turn not run
+    here counts (at start-up, when no other process can exist)."""
+    now = timezone.now()
+    unowned = _unowned(now)
+    if any_owner:
+        unowned |= ~Q(runner=process)
+    rows = (
+        Turn.objects.filter(unowned, status__in=Turn.ACTIVE_STATUSES)
+        .exclude(pk__in=local_turn_ids)
+        .values_list("pk", "conversation__agent", "status", "runner", "lease_expires_at")
+    )
+    found = []
+    for turn_id, agent, status, runner, lease in rows:
+        if any_owner:
+            reason = "restart"
+        elif not runner or lease is None:
+            reason = "handed_back"
+        else:
+            reason = "process_stopped"
+        parked = status == Turn.Status.AWAITING_INPUT
+        found.append(Unowned(turn_id, agent, parked, reason))
+    return found
+
+
+def turns_let_go(*, turn_ids: list[str], any_owner: bool = False) -> None:
+    """Record that nobody holds these parked turns any more (their process stopped): the admin
+    shows no holder, and whoever settles the question resumes the turn. Turns claimed since
+    they were found are left alone (unless ``any_owner``: see turns_unowned)."""
+    turns = Turn.objects.filter(pk__in=turn_ids, status=Turn.Status.AWAITING_INPUT, runner__gt="")
+    if not any_owner:
+        turns = turns.filter(_unowned(timezone.now()))
+    turns.update(**LET_GO)
+
+
+def turn_claim(*, turn_id: str, process: str, inbox: str, any_owner: bool = False):
+    """Take an active turn nobody holds (see turns_unowned), to resume it here. Returns the
+    turn, with ``previous_runner`` and ``previous_status`` set, or None if it has ended or
+    someone holds it."""
+    now = timezone.now()
     with transaction.atomic():
         turn = Turn.objects.select_for_update().filter(pk=turn_id).first()
-        if turn is None or not turn.is_active:
-            return []
-        if only_if_expired and turn.lease_expires_at and turn.lease_expires_at >= timezone.now():
-            return []
-        return turn_finish(turn_id=turn_id, status=Turn.Status.FAILED, error=TURN_LOST_ERROR)
+        if turn is None or not turn.is_active or turn.runner == process:
+            return None
+        if not (is_unowned(turn, now) or any_owner):
+            return None
+        previous, status = turn.runner, turn.status
+        turn.runner, turn.inbox, turn.lease_expires_at = process, inbox, _lease_end()
+        fields = ["runner", "inbox", "lease_expires_at"]
+        if turn.status == Turn.Status.QUEUED:
+            turn.status, turn.started_at = Turn.Status.RUNNING, now
+            fields += ["status", "started_at"]
+        turn.save(update_fields=fields)
+    turn = Turn.objects.select_related("conversation__workspace", "started_by").get(pk=turn_id)
+    turn.previous_runner, turn.previous_status = previous, status
+    return turn
+
+
+def turn_release(*, turn_id: str, process: str) -> bool:
+    """Let go of a turn parked on a question, to free this process's memory: whoever settles
+    the question then resumes it. False (and nothing changes) if the question was settled
+    meanwhile (the turn goes on here) or the turn is no longer this process's."""
+    return bool(
+        Turn.objects.filter(
+            pk=turn_id, runner=process, status=Turn.Status.AWAITING_INPUT
+        ).update(**LET_GO)
+    )
+
+
+def turn_hand_back(*, turn_id: str, process: str) -> bool:
+    """Let go of a turn at shutdown, so that another process resumes it at once."""
+    return bool(
+        Turn.objects.filter(pk=turn_id, runner=process, status__in=Turn.ACTIVE_STATUSES).update(
+            **LET_GO
+        )
+    )
 
 
 def membership_set(*, workspace: Workspace, user, role: str) -> Membership:

@@ -39,13 +39,20 @@ class TurnQuestions:
         return PreparedQuestion(fields=fields, addressee=person)
 
     async def ask(
-        self, question: PreparedQuestion, *, turn_id: str, ordinal: int, timeout: float
+        self,
+        question: PreparedQuestion,
+        *,
+        turn_id: str,
+        ordinal: int,
+        timeout: float,
+        step: dict,
+        releasable: bool,
     ) -> dict:
         selection_id = new_selection_id()
         # Ready for the wake-up before the question is stored: someone may answer the moment
         # selection.requested is published.
         with parking.expecting(selection_id):
-            selection = await run_db_retrying(
+            await run_db_retrying(
                 services.selection_request,
                 process=process_id(),
                 selection_id=selection_id,
@@ -54,9 +61,22 @@ class TurnQuestions:
                 fields=question.fields,
                 addressee=question.addressee,
                 timeout_seconds=timeout,
+                step=step,
             )
-            outcome = await parking.wait(selection)
+            outcome = await parking.wait(selection_id, turn_id=turn_id, releasable=releasable)
         return {"selection": selection_id, **outcome}
+
+    async def wait_again(self, selection_id: str, *, turn_id: str, releasable: bool) -> dict:
+        with parking.expecting(selection_id):
+            settled = await run_db_retrying(selectors.settled_selection, selection_id=selection_id)
+            if settled is not None:
+                outcome = settled.outcome()
+            else:
+                outcome = await parking.wait(selection_id, turn_id=turn_id, releasable=releasable)
+        return {"selection": selection_id, **outcome}
+
+    def expire_due(self) -> int:
+        return services.selections_expire_due()
 
     def wake(self, selection_id: str, outcome: dict | None) -> None:
         parking.wake(selection_id, outcome)

@@ -1,21 +1,23 @@
 """Turns parked on a question: each waits on an asyncio event (no thread), woken through its
-inbox when the question is settled, or by its own timer when it expires. One poller per process
+inbox when the question is settled (answered, dismissed, declined, or expired by process upkeep,
+which works from the database for every question, in memory or not). One poller per process
 re-reads every parked question in a single query now and then, so a wake-up lost on the channel
 layer delays a turn by seconds at most and a thousand parked turns cost one query, not a
-thousand."""
+thousand. A turn parked for longer than PARLEY_RELEASE_PARKED_AFTER_SECONDS lets go of its
+process's memory altogether: whoever settles its question resumes it from its journal."""
 
 import asyncio
 import logging
 from contextlib import contextmanager
 
 from django.conf import settings
-from django.utils import timezone
 
 from conversations.dbthreads import run_db, run_db_retrying
-from conversations.metrics import WAKEUPS_RECOVERED
+from conversations.metrics import QUESTIONS_PARKED, TURNS_RELEASED, WAKEUPS_RECOVERED
+from conversations.process import process_id
+from conversations.services import TurnReleased, turn_release
 
-from . import selectors, services
-from .models import Selection
+from . import selectors
 
 logger = logging.getLogger(__name__)
 
@@ -51,31 +53,37 @@ class Parking:
         """Be ready for the question's wake-up from before it is stored: a person (or a bot)
         may answer the moment ``selection.requested`` is published."""
         self._waiting[selection_id] = _Spot()
+        QUESTIONS_PARKED.inc()
         try:
             yield
         finally:
-            self._waiting.pop(selection_id, None)
+            if self._waiting.pop(selection_id, None) is not None:
+                QUESTIONS_PARKED.dec()
 
-    async def wait(self, selection: Selection) -> dict:
+    async def wait(self, selection_id: str, *, turn_id: str, releasable: bool) -> dict:
         """The question's outcome (see Selection.outcome) once it is no longer pending:
-        answered, dismissed, declined, cancelled, or expired (which this does itself when the
-        time comes). Call it inside ``expecting(selection.pk)``."""
-        spot = self._waiting[selection.pk]
+        answered, dismissed, declined, cancelled or expired. Call it inside
+        ``expecting(selection_id)``. If ``releasable`` (the turn can be resumed from its
+        journal), a wait longer than PARLEY_RELEASE_PARKED_AFTER_SECONDS releases the turn:
+        this raises TurnReleased, and the agent's task ends without writing anything."""
+        spot = self._waiting[selection_id]
         self._ensure_poller()
+        release_after = settings.PARLEY_RELEASE_PARKED_AFTER_SECONDS if releasable else None
         while True:
-            remaining = (selection.expires_at - timezone.now()).total_seconds()
-            if remaining <= 0:
-                await run_db_retrying(services.selection_expire, selection=selection)
-            else:
-                try:
-                    async with asyncio.timeout(remaining):
-                        await spot.event.wait()
-                except TimeoutError:
-                    continue
-                spot.event.clear()
+            try:
+                async with asyncio.timeout(release_after):
+                    await spot.event.wait()
+            except TimeoutError:
+                if await run_db_retrying(
+                    turn_release, turn_id=turn_id, process=process_id()
+                ):
+                    TURNS_RELEASED.inc()
+                    raise TurnReleased(turn_id) from None
+                continue  # settled meanwhile: its wake-up is on the way, or the poller's
+            spot.event.clear()
             if spot.outcome is not None:
                 return spot.outcome
-            settled = await run_db_retrying(selectors.settled_selection, selection_id=selection.pk)
+            settled = await run_db_retrying(selectors.settled_selection, selection_id=selection_id)
             if settled is not None:
                 return settled.outcome()
 

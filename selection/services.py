@@ -12,9 +12,16 @@ from functools import partial
 from django.db import transaction
 from django.utils import timezone
 
+from conversations import seams
 from conversations.events import Frame
 from conversations.models import Turn, TurnEvent
-from conversations.services import append_events, lock_owned_turn, turn_notify
+from conversations.services import (
+    append_events,
+    is_unowned,
+    lock_owned_turn,
+    turn_notify,
+    turn_steps_record,
+)
 from conversations.shared import ApplicationError, person
 
 from .models import Selection
@@ -32,14 +39,20 @@ def selection_request(
     addressee=None,
     timeout_seconds: float,
     process: str,
+    step: dict | None = None,
 ) -> Selection:
     """Store a question under ``selection_id``, emit ``selection.requested`` and move the turn
     to awaiting_input: a write of the turn's own, fenced (TurnLost unless ``process`` still runs
-    the turn; see conversations.services)."""
+    the turn; see conversations.services). ``step`` is the turn's journal step for it (see
+    TurnStep), stored with it."""
     with transaction.atomic():
         turn = lock_owned_turn(turn_id, process)
         if stored := Selection.objects.filter(pk=selection_id).first():
             return stored  # a retry whose first attempt committed
+        if step is not None:
+            turn_steps_record(
+                turn_id=turn_id, steps=[{**step, "outcome": {"selection": selection_id}}]
+            )
         selection = Selection.objects.create(
             id=selection_id,
             conversation_id=turn.conversation_id,
@@ -124,7 +137,7 @@ def _resolve(selection: Selection, status: str, *, answer=None, user=None, befor
     with transaction.atomic():
         # The lock order (conversations.services): the turn, then the question, then the
         # conversation's counter.
-        Turn.objects.select_for_update().filter(pk=selection.turn_id).first()
+        turn = Turn.objects.select_for_update().filter(pk=selection.turn_id).first()
         now = timezone.now()
         pending = Selection.objects.filter(pk=selection.pk, status=Selection.Status.PENDING)
         if before_expiry:
@@ -145,16 +158,31 @@ def _resolve(selection: Selection, status: str, *, answer=None, user=None, befor
         Turn.objects.filter(pk=selection.turn_id, status=Turn.Status.AWAITING_INPUT).exclude(
             selections__status=Selection.Status.PENDING
         ).update(status=Turn.Status.RUNNING)
-        # The inbox is named when the turn starts running, before it can ask anything. The
-        # wake-up carries the committed outcome, so the turn goes on without reading it back.
-        message = {"type": "selection.wake", "id": selection.pk, "outcome": selection.outcome()}
-        transaction.on_commit(partial(turn_notify, selection.turn.inbox, message))
+        if turn.is_active and is_unowned(turn, now):
+            # Nobody holds the turn (released from memory while it waited, or its process
+            # stopped): this process resumes it, and it goes on with the outcome.
+            resume = partial(seams.turns.get().resume, turn.pk, "question_settled")
+            transaction.on_commit(resume)
+        else:
+            # The inbox is named when the turn starts running, before it can ask anything. The
+            # wake-up carries the committed outcome, so the turn goes on without reading it.
+            message = {"type": "selection.wake", "id": selection.pk, "outcome": selection.outcome()}
+            transaction.on_commit(partial(turn_notify, turn.inbox, message))
     return True
 
 
 def selection_expire(*, selection: Selection) -> bool:
     """Expire a pending question (its agent is told, and goes on). False if it was settled."""
     return _resolve(selection, Selection.Status.EXPIRED)
+
+
+def selections_expire_due() -> int:
+    """Expire every pending question whose time is up, whether or not its turn is in memory
+    anywhere (run by each process's upkeep). Returns how many it expired."""
+    due = Selection.objects.filter(
+        status=Selection.Status.PENDING, expires_at__lte=timezone.now()
+    ).select_related("turn")
+    return sum(selection_expire(selection=selection) for selection in due)
 
 
 def selection_cancel(*, selection: Selection, user=None) -> bool:

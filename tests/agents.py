@@ -22,8 +22,11 @@ class ScriptedAgent(Agent):
     message, ``{"status", "value", "by"}``; ``{"say": "…"}`` says something;
     ``{"sleep": seconds}`` waits; ``{"steering": true}`` says what steering has arrived;
     ``{"await_steering": seconds}`` waits (checking at each step, as an agent does) for steering
-    and says it, or says an empty list when the time is up.
+    and says it, or says an empty list when the time is up. It can be resumed (its sleeps are
+    skipped while it replays).
     """
+
+    resumable = True
 
     async def run(self, ctx):
         for step in json.loads(ctx.input):
@@ -34,7 +37,8 @@ class ScriptedAgent(Agent):
             elif "say" in step:
                 await ctx.say(step["say"])
             elif "sleep" in step:
-                await asyncio.sleep(step["sleep"])
+                if not ctx.replaying:
+                    await asyncio.sleep(step["sleep"])
             elif "steering" in step:
                 await ctx.say(json.dumps({"steering": ctx.steering()}))
             elif "await_steering" in step:

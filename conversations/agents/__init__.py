@@ -8,7 +8,9 @@ conversations.runtime.context) and does everything through it:
             await ctx.say(f"You said: {ctx.input}")
 
 Everything an agent does becomes an event in the conversation's log (text, tool calls,
-questions and their answers), so a turn's progress can be rebuilt from what is stored.
+questions and their answers), and its steps are journaled, so a turn's progress can be rebuilt
+from what is stored: an agent that sets ``resumable = True`` is resumed from its journal when
+its process stops (see conversations.runtime.journal for what it must not do).
 """
 
 from django.conf import settings
@@ -18,11 +20,24 @@ from ..shared import ApplicationError
 
 
 class Agent:
-    """An agent backend. Subclasses implement :meth:`run`; one instance serves one turn."""
+    """An agent backend. Subclasses implement :meth:`run`; one instance serves one turn.
+
+    ``resumable``: whether a turn of this agent can be rebuilt by running :meth:`run` again
+    against its journal. One that cannot is failed when its process stops, and stays in memory
+    while it waits for an answer.
+    """
+
+    resumable = False
 
     async def run(self, ctx) -> None:
         """Do the turn's work through ``ctx``. Raising fails the turn with the error."""
         raise NotImplementedError
+
+
+def agent_is_resumable(name: str) -> bool:
+    """Whether turns of the agent configured under ``name`` can be resumed (False if none is)."""
+    path = settings.PARLEY_AGENTS.get(name)
+    return path is not None and bool(getattr(import_string(path), "resumable", False))
 
 
 def load_agent(name: str) -> Agent:

@@ -164,6 +164,9 @@ def common_folder(paths: list[str]) -> str:
 
 
 class BuiltinAgent(Agent):
+    # Its tools run through ctx.call_tool and it decides only on what the context returns.
+    resumable = True
+
     async def run(self, ctx) -> None:
         self.ctx = ctx
         command, argument = parse_request(ctx.input)
@@ -191,7 +194,7 @@ class BuiltinAgent(Agent):
         pace = settings.PARLEY_BUILTIN_PACE_MS / 1000
         for chunk in re.findall(r"\S+\s*|\s+", text):
             await self.ctx.say(chunk)
-            if pace:
+            if pace and not self.ctx.replaying:
                 await asyncio.sleep(pace)
 
     async def acknowledge_steering(self) -> None:
@@ -217,14 +220,14 @@ class BuiltinAgent(Agent):
         wanted = _strip_quotes(argument)
         if not wanted:
             return await self.pick_file(f"Which file should I {purpose}?")
-        root = self.ctx.files_root
-        try:
-            if resolve_inside(root, wanted).is_file():
-                return wanted
-        except UnsafePath as exc:
-            await self.stream(f"I can't use `{wanted}`: {exc}")
+        # What is on disk is looked at once: a resumed turn gets the same answer back.
+        found = await self.ctx.step("look up", lambda: self._look_up(wanted), {"path": wanted})
+        if "unsafe" in found:
+            await self.stream(f"I can't use `{wanted}`: {found['unsafe']}")
             return None
-        matches = await asyncio.to_thread(files_matching, root, wanted)
+        if found.get("exact"):
+            return wanted
+        matches = found["matches"]
         if len(matches) == 1:
             return matches[0]
         if not matches:
@@ -236,6 +239,15 @@ class BuiltinAgent(Agent):
             root=common_folder(matches),
         )
 
+    def _look_up(self, wanted: str) -> dict:
+        root = self.ctx.files_root
+        try:
+            if resolve_inside(root, wanted).is_file():
+                return {"exact": True}
+        except UnsafePath as exc:
+            return {"unsafe": str(exc)}
+        return {"matches": files_matching(root, wanted)}
+
     # Abilities -----------------------------------------------------------------------------
 
     async def do_help(self, argument: str) -> None:
@@ -246,23 +258,24 @@ class BuiltinAgent(Agent):
 
     async def do_list(self, argument: str) -> None:
         folder = _strip_quotes(argument)
-        async with self.ctx.tool("list", {"folder": folder}) as call:
-            try:
-                entries = await asyncio.to_thread(list_folder, self.ctx.files_root, folder)
-            except (UnsafePath, FileNotFoundError, NotADirectoryError) as exc:
-                call.result = {"error": _explain(exc, folder)}
-                entries = None
-            else:
-                call.result = {"entries": [e.as_dict() for e in entries]}
+        listing = await self.ctx.call_tool("list", {"folder": folder}, lambda: self._list(folder))
+        entries = listing.get("entries")
         if entries is None:
-            await self.stream(call.result["error"])
+            await self.stream(listing["error"])
         elif not entries:
             await self.stream(f"`{folder or '.'}` is empty.")
         else:
-            lines = [f"- {'📁 ' if e.kind == 'folder' else ''}`{e.path}`" for e in entries]
+            lines = [f"- {'📁 ' if e['kind'] == 'folder' else ''}`{e['path']}`" for e in entries]
             await self.stream(
                 f"`{folder or '.'}` holds {len(entries)} entries:\n\n" + "\n".join(lines)
             )
+
+    def _list(self, folder: str) -> dict:
+        try:
+            entries = list_folder(self.ctx.files_root, folder)
+        except (UnsafePath, FileNotFoundError, NotADirectoryError) as exc:
+            return {"error": _explain(exc, folder)}
+        return {"entries": [entry.as_dict() for entry in entries]}
 
     async def do_find(self, argument: str) -> None:
         needle = _strip_quotes(argument)
@@ -272,9 +285,10 @@ class BuiltinAgent(Agent):
                 await self.not_answered(answer)
                 return
             needle = answer.value
-        async with self.ctx.tool("find", {"text": needle}) as call:
-            call.result = await asyncio.to_thread(find_in_files, self.ctx.files_root, needle)
-        found = call.result
+        root = self.ctx.files_root
+        found = await self.ctx.call_tool(
+            "find", {"text": needle}, lambda: find_in_files(root, needle)
+        )
         if not found["files"]:
             await self.stream(f"Nothing contains “{needle}”.")
             return
@@ -293,9 +307,7 @@ class BuiltinAgent(Agent):
             await self.summarize(path)
 
     async def summarize(self, path: str) -> None:
-        async with self.ctx.tool("summarize", {"path": path}) as call:
-            call.result = await asyncio.to_thread(self._summary, path)
-        summary = call.result
+        summary = await self.ctx.call_tool("summarize", {"path": path}, lambda: self._summary(path))
         if "error" in summary:
             await self.stream(summary["error"])
             return
@@ -330,9 +342,9 @@ class BuiltinAgent(Agent):
                 return
             paths.append(path)
             await self.acknowledge_steering()
-        async with self.ctx.tool("compare", {"paths": paths}) as call:
-            call.result = await asyncio.to_thread(self._compare, *paths)
-        result = call.result
+        result = await self.ctx.call_tool(
+            "compare", {"paths": paths}, lambda: self._compare(*paths)
+        )
         if "error" in result:
             await self.stream(result["error"])
             return
@@ -384,10 +396,10 @@ class BuiltinAgent(Agent):
             return
         new_name = answer.value.strip()
         source = resolve_inside(self.ctx.files_root, path)
-        problem = _bad_name(new_name)
-        target = None if problem else source.parent / new_name
-        if target is not None and target.exists():
-            problem = f"`{relative_path(self.ctx.files_root, target)}` already exists"
+        target = source.parent / new_name
+        problem = _bad_name(new_name) or await self.ctx.step(
+            "check name", lambda: self._name_taken(target), {"path": path, "name": new_name}
+        )
         if problem:
             await self.stream(f"I can't use that name: {problem}.")
             return
@@ -400,10 +412,20 @@ class BuiltinAgent(Agent):
             else:
                 await self.stream(NOT_ANSWERED[confirmed.status] + " The file keeps its name.")
             return
-        async with self.ctx.tool("rename", {"from": path, "to": new_path}) as call:
-            await asyncio.to_thread(os.rename, source, target)
-            call.result = {"renamed": True}
+        await self.ctx.call_tool(
+            "rename", {"from": path, "to": new_path}, lambda: self._rename(source, target)
+        )
         await self.stream(f"Renamed `{path}` to `{new_path}`.")
+
+    def _name_taken(self, target: Path) -> str | None:
+        if target.exists():
+            return f"`{relative_path(self.ctx.files_root, target)}` already exists"
+        return None
+
+    @staticmethod
+    def _rename(source: Path, target: Path) -> dict:
+        os.rename(source, target)
+        return {"renamed": True}
 
     async def do_tidy(self, argument: str) -> None:
         answer = await self.ctx.choose(
@@ -414,9 +436,10 @@ class BuiltinAgent(Agent):
             return
         report = []
         for chore in answer.value:
-            async with self.ctx.tool("tidy", {"chore": chore}) as call:
-                call.result = await asyncio.to_thread(getattr(self, "_" + chore.replace("-", "_")))
-            report.append(call.result["summary"])
+            done = await self.ctx.call_tool(
+                "tidy", {"chore": chore}, getattr(self, "_" + chore.replace("-", "_"))
+            )
+            report.append(done["summary"])
             await self.acknowledge_steering()
         await self.stream("Done:\n\n" + "\n".join(f"- {line}" for line in report))
 
@@ -478,9 +501,10 @@ class BuiltinAgent(Agent):
             await self.stream(NOT_ANSWERED[answer.status] + " No note was written.")
             return
         fields = answer.value
-        async with self.ctx.tool("note", fields) as call:
-            call.result = {"path": await asyncio.to_thread(self._write_note, fields, argument)}
-        await self.stream(f"Wrote `{call.result['path']}`.")
+        written = await self.ctx.call_tool(
+            "note", fields, lambda: {"path": self._write_note(fields, argument)}
+        )
+        await self.stream(f"Wrote `{written['path']}`.")
 
     def _write_note(self, fields: dict, body: str) -> str:
         folder = self.ctx.files_root / "notes"

@@ -25,16 +25,18 @@ def parse_flood(text: str) -> tuple[int, str, float]:
 
 
 class FloodAgent(Agent):
+    resumable = True
+
     async def run(self, ctx) -> None:
         count, mode, pause = parse_flood(ctx.input)
         if mode == "text":
             for number in range(1, count + 1):
                 await ctx.say(f"w{number} ")
-                if pause:
+                if pause and not ctx.replaying:
                     await asyncio.sleep(pause)
             return
         for number in range(count // 2):
             async with ctx.tool("tick", {"n": number}) as call:
                 call.result = number
-            if pause:
+            if pause and not ctx.replaying:
                 await asyncio.sleep(pause)

@@ -2,6 +2,7 @@
 reporting tool calls, asking people, reading steering)."""
 
 import asyncio
+import inspect
 import logging
 from collections import deque
 from dataclasses import dataclass
@@ -13,16 +14,24 @@ from .. import seams, selectors
 from ..dbthreads import run_db
 from ..events import EventType
 from ..models import Turn
+from .journal import Journal, JournalMismatch, Replay, Step, digest
 from .writer import EventWriter
 
 logger = logging.getLogger(__name__)
+
+
+class ToolError(Exception):
+    """A tool run with ``ctx.call_tool`` raised: its message is what was recorded (and what a
+    resumed turn raises again in its place)."""
 
 
 class ToolCall:
     """Reports one tool call as ``tool.started`` then ``tool.completed`` (with result or error).
 
     Use it as ``async with ctx.tool("find", {"text": "x"}) as call: call.result = ...``.
-    An exception inside the block is recorded as the call's error and raised again.
+    An exception inside the block is recorded as the call's error and raised again. Its body
+    runs again when a resumed turn replays it (only the events are not repeated); for work that
+    must not be done twice, use :meth:`TurnContext.call_tool`.
     """
 
     def __init__(self, ctx: "TurnContext", name: str, arguments: dict):
@@ -31,27 +40,32 @@ class ToolCall:
         self.arguments = arguments
         self.id = ""
         self.result = None
+        self._said = 0
+        self._recorded: Step | None = None
 
     async def __aenter__(self) -> "ToolCall":
-        if self._ctx._message:
-            await self._ctx.end_message()
-        self.id = self._ctx._next_call_id()
-        self._ctx._writer.emit(
-            EventType.TOOL_STARTED,
-            {"id": self.id, "name": self.name, "arguments": self.arguments},
-        )
+        ctx = self._ctx
+        await ctx.end_message()
+        self._said = ctx._said
+        self._recorded = ctx._replay_step("tool", self.name, self.arguments)
+        self.id = ctx._next_call_id()
+        if self._recorded is not None:
+            self.result = self._recorded.outcome.get("result")
+        else:
+            ctx._tool_started(self.id, self.name, self.arguments)
         return self
 
     async def __aexit__(self, exc_type, exc, tb) -> bool:
-        data = {"id": self.id, "name": self.name}
+        if self._recorded is not None:
+            return False
         if exc_type is None:
-            data["result"] = self.result
+            outcome = {"result": self.result}
         elif issubclass(exc_type, asyncio.CancelledError):
-            data["error"] = "Stopped before it finished."
+            self._ctx._tool_interrupted(self.id, self.name)
+            return False
         else:
-            data["error"] = str(exc) or exc_type.__name__
-        self._ctx._writer.emit(EventType.TOOL_COMPLETED, data)
-        await self._ctx._writer.throttle()
+            outcome = {"error": str(exc) or exc_type.__name__}
+        await self._ctx._tool_completed(self.id, self.name, self.arguments, self._said, outcome)
         return False
 
 
@@ -81,10 +95,23 @@ class TurnContext:
 
     Attributes: ``input`` (the person's request), ``history`` (earlier turns: input, by, reply,
     status), ``interactive`` (whether someone can answer questions), ``files_root`` (the
-    workspace's folder on disk), ``started_by`` (who asked).
+    workspace's folder on disk), ``started_by`` (who asked), ``replaying`` (true while a
+    resumed turn re-runs what it had done: see conversations.runtime.journal).
+
+    Make context calls one at a time (not from tasks running side by side), and decide only on
+    what the context returns, never on the clock or on chance: that is what lets a resumed turn
+    be rebuilt from its journal.
     """
 
-    def __init__(self, *, turn: Turn, history: list[dict], writer: EventWriter):
+    def __init__(
+        self,
+        *,
+        turn: Turn,
+        history: list[dict],
+        writer: EventWriter,
+        journal: Journal | None = None,
+        resumable: bool = False,
+    ):
         self.turn_id = turn.pk
         self.conversation_id = turn.conversation_id
         self.input = turn.input
@@ -93,13 +120,94 @@ class TurnContext:
         self.files_root = turn.conversation.workspace.files_root
         self.started_by = turn.started_by.get_username() if turn.started_by else None
         self._writer = writer
+        self._resumable = resumable
         self._message: list[str] = []
-        self._steering: deque[str] = deque()
+        # Characters said so far, and the index of the next step (see TurnStep).
+        self._said = 0
+        self._next_step = 0
+        # Messages ended so far, and how many of them were stored before a resume.
+        self._messages_ended = 0
+        self._messages_stored = journal.messages if journal is not None else 0
+        self._steering: deque[tuple[int, str]] = deque()
         self._steering_seen: set[int] = set()
         self._calls = 0
         self._questions = 0
         self._workspace_id = turn.conversation.workspace_id
         self._background: set[asyncio.Task] = set()
+        # Why a tool call cut short was cut short (set when the process hands the turn back).
+        self.interruption = "Stopped before it finished."
+        self._journal = journal
+        self._replay: Replay | None = None
+        self._diverged: str | None = None
+        if journal is not None:
+            self._steering_seen |= journal.steering_taken
+            for seq, text in journal.steering_waiting:
+                self._receive_steering(seq, text)
+            self._replay = Replay(journal)
+            self._caught_up()
+
+    # Replay ----------------------------------------------------------------------------------
+
+    @property
+    def replaying(self) -> bool:
+        """True while the turn re-runs what it had done before it was resumed: an agent may
+        skip what only paces it for people (sleeps), nothing else."""
+        return self._replay is not None
+
+    @property
+    def diverged(self) -> str | None:
+        """Why the replay no longer matched the journal, if it did not."""
+        return self._diverged
+
+    def _check(self) -> None:
+        if self._diverged is not None:
+            raise JournalMismatch(self._diverged)
+
+    def _caught_up(self) -> None:
+        """Go live once everything the journal records has been replayed."""
+        if self._replay is not None and self._replay.finished(self._said, self._messages_ended):
+            self._go_live()
+
+    def _go_live(self) -> None:
+        journal = self._journal
+        self._replay = None
+        self._next_step = len(journal.steps)
+        # Call ids go on after every call started before, finished or not.
+        self._calls = max(self._calls, journal.calls)
+        logger.info("Turn %s caught up with its journal; running live", self.turn_id)
+
+    def _matching(self, match, *args):
+        try:
+            return match(*args)
+        except JournalMismatch as exc:
+            self._diverged = str(exc)
+            raise
+
+    def _replay_step(self, kind: str, name: str, arguments) -> Step | None:
+        """The recorded outcome of the step the agent takes now, or None to run it live."""
+        self._check()
+        if self._replay is None:
+            return None
+        step = self._matching(self._replay.step, kind, name, digest(arguments), self._said)
+        if step is None:
+            self._go_live()
+        else:
+            self._caught_up()
+        return step
+
+    def _new_step(self, kind: str, name: str, arguments, said: int, outcome: dict) -> dict:
+        step = {
+            "index": self._next_step,
+            "kind": kind,
+            "name": name,
+            "digest": digest(arguments),
+            "said": said,
+            "outcome": outcome,
+        }
+        self._next_step += 1
+        return step
+
+    # Talking ---------------------------------------------------------------------------------
 
     def _next_call_id(self) -> str:
         self._calls += 1
@@ -107,32 +215,126 @@ class TurnContext:
 
     async def say(self, text: str) -> None:
         """Stream text to everyone watching (as coalesced ``message.delta`` events)."""
+        self._check()
         if not text:
             return
         self._message.append(text)
-        self._writer.emit_delta(text)
-        await self._writer.throttle()
+        new = text
+        if self._replay is not None:
+            new = self._matching(self._replay.say, text, self._said)
+        self._said += len(text)
+        self._caught_up()
+        if new:
+            self._writer.emit_delta(new)
+            await self._writer.throttle()
 
     async def end_message(self) -> None:
         """Close the message being streamed with a ``message.completed`` carrying all its text.
 
         Called for the agent before a tool call, a question and the end of the turn.
         """
+        self._check()
         if not self._message:
             return
         text = "".join(self._message)
         self._message = []
+        self._messages_ended += 1
+        if self._messages_ended <= self._messages_stored:
+            self._caught_up()
+            return
         self._writer.emit(EventType.MESSAGE_COMPLETED, {"text": text})
         await self._writer.throttle()
 
+    # Tools -----------------------------------------------------------------------------------
+
     def tool(self, name: str, arguments: dict | None = None) -> ToolCall:
-        """Report a tool call: ``async with ctx.tool(name, args) as call: call.result = ...``."""
+        """Report a tool call: ``async with ctx.tool(name, args) as call: call.result = ...``.
+        Its body runs again when a resumed turn replays it; see :meth:`call_tool`."""
         return ToolCall(self, name, arguments or {})
+
+    async def call_tool(self, name: str, arguments: dict | None, fn):
+        """Run a tool and report it (``tool.started``, ``tool.completed``); returns its result,
+        which must be JSON. ``fn`` takes no arguments: a coroutine function is awaited, a plain
+        function runs in a thread. If it raises, the error is recorded and ToolError raised.
+
+        The outcome is recorded with the turn, so a resumed turn gets it back without running
+        the tool again. A tool cut short (Stop, or the process stopping) is not recorded, and
+        runs again when the turn resumes: tools are at-least-once until they complete.
+        """
+        arguments = arguments or {}
+        await self.end_message()
+        said = self._said
+        recorded = self._replay_step("tool", name, arguments)
+        call_id = self._next_call_id()
+        if recorded is not None:
+            if "error" in recorded.outcome:
+                raise ToolError(recorded.outcome["error"])
+            return recorded.outcome["result"]
+        self._tool_started(call_id, name, arguments)
+        try:
+            if inspect.iscoroutinefunction(fn):
+                result = await fn()
+            else:
+                result = await asyncio.to_thread(fn)
+        except asyncio.CancelledError:
+            self._tool_interrupted(call_id, name)
+            raise
+        except Exception as exc:
+            error = str(exc) or type(exc).__name__
+            await self._tool_completed(call_id, name, arguments, said, {"error": error})
+            raise ToolError(error) from exc
+        await self._tool_completed(call_id, name, arguments, said, {"result": result})
+        return result
+
+    def _tool_started(self, call_id: str, name: str, arguments: dict) -> None:
+        self._writer.emit(
+            EventType.TOOL_STARTED, {"id": call_id, "name": name, "arguments": arguments}
+        )
+
+    def _tool_interrupted(self, call_id: str, name: str) -> None:
+        self._writer.emit(
+            EventType.TOOL_COMPLETED, {"id": call_id, "name": name, "error": self.interruption}
+        )
+
+    async def _tool_completed(
+        self, call_id: str, name: str, arguments: dict, said: int, outcome: dict
+    ) -> None:
+        self._writer.emit(EventType.TOOL_COMPLETED, {"id": call_id, "name": name, **outcome})
+        self._writer.emit_step(self._new_step("tool", name, arguments, said, outcome))
+        await self._writer.throttle()
+
+    async def step(self, name: str, fn, arguments: dict | None = None):
+        """Do something whose outcome a resumed turn must get back rather than do again (a
+        model's reply, say), and return it; it must be JSON. ``fn`` as for :meth:`call_tool`.
+        Nothing is shown to people. Like a tool, it runs again if cut short."""
+        arguments = arguments or {}
+        said = self._said
+        recorded = self._replay_step("step", name, arguments)
+        if recorded is not None:
+            return recorded.outcome["value"]
+        value = await fn() if inspect.iscoroutinefunction(fn) else await asyncio.to_thread(fn)
+        self._writer.emit_step(self._new_step("step", name, arguments, said, {"value": value}))
+        await self._writer.throttle()
+        return value
+
+    # Steering --------------------------------------------------------------------------------
 
     def steering(self) -> list[str]:
         """Inputs people added to this turn since the last call (empty if none)."""
-        inputs = list(self._steering)
+        self._check()
+        if self._replay is not None:
+            recorded = self._replay.steering(self._said, self._messages_ended)
+            if recorded is not None:
+                self._caught_up()
+                return recorded
+            self._go_live()
+        taken = list(self._steering)
         self._steering.clear()
+        if not taken:
+            return []
+        inputs = [text for _, text in taken]
+        outcome = {"inputs": inputs, "seqs": [seq for seq, _ in taken]}
+        self._writer.emit_step(self._new_step("steering", "", "", self._said, outcome))
         return inputs
 
     def _receive_steering(self, seq: int, text: str) -> bool:
@@ -141,8 +343,10 @@ class TurnContext:
         if seq in self._steering_seen:
             return False
         self._steering_seen.add(seq)
-        self._steering.append(text)
+        self._steering.append((seq, text))
         return True
+
+    # Questions -------------------------------------------------------------------------------
 
     async def ask(
         self,
@@ -169,36 +373,49 @@ class TurnContext:
         Returns an Answer; only Stop interrupts the wait (by cancelling the agent).
         Raises ValueError for a malformed question.
         """
+        self._check()
         if not self.interactive:
             return Answer(status="unavailable")
         if self._questions >= settings.PARLEY_MAX_QUESTIONS_PER_TURN:
             return Answer(status="limit_reached")
         questions = seams.questions.get()
-        question = await questions.prepare(
-            workspace_id=self._workspace_id,
-            files_root=self.files_root,
-            addressee=addressee,
-            kind=kind,
-            prompt=prompt,
-            options=options,
-            multiple=multiple,
-            allow_freeform=allow_freeform,
-            min_choices=min_choices,
-            max_choices=max_choices,
-            mode=mode,
-            root=root,
-            schema=schema,
-        )
-        # Everything said so far is stored before the question, so it reads in order.
-        await self.end_message()
-        await self._writer.drain()
-        self._questions += 1
-        outcome = await questions.ask(
-            question,
-            turn_id=self.turn_id,
-            ordinal=self._questions,
-            timeout=timeout or settings.PARLEY_SELECTION_TIMEOUT_SECONDS,
-        )
+        said, asked = self._said, {"prompt": prompt}
+        recorded = self._replay_step("ask", kind, asked)
+        if recorded is not None:
+            # Asked before the turn was resumed: its answer is stored, or is still to come.
+            await self.end_message()
+            self._questions += 1
+            outcome = await questions.wait_again(
+                recorded.outcome["selection"], turn_id=self.turn_id, releasable=self._resumable
+            )
+        else:
+            question = await questions.prepare(
+                workspace_id=self._workspace_id,
+                files_root=self.files_root,
+                addressee=addressee,
+                kind=kind,
+                prompt=prompt,
+                options=options,
+                multiple=multiple,
+                allow_freeform=allow_freeform,
+                min_choices=min_choices,
+                max_choices=max_choices,
+                mode=mode,
+                root=root,
+                schema=schema,
+            )
+            # Everything said so far is stored before the question, so it reads in order.
+            await self.end_message()
+            await self._writer.drain()
+            self._questions += 1
+            outcome = await questions.ask(
+                question,
+                turn_id=self.turn_id,
+                ordinal=self._questions,
+                timeout=timeout or settings.PARLEY_SELECTION_TIMEOUT_SECONDS,
+                step=self._new_step("ask", kind, asked, said, {}),
+                releasable=self._resumable,
+            )
         self._catch_up_on_steering()
         return Answer(
             status=outcome["status"],

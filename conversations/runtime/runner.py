@@ -4,7 +4,9 @@ client, from ``queued`` to exactly one terminal event, also when its agent raise
 A turn's agent runs in a task of its own (so Stop cancels it and nothing else) and acts through
 its TurnContext; its events go through an EventWriter; its control inbox brings Stop, steering
 and wake-ups from any process; the lease this process renews (see upkeep) lets others notice if
-the process dies.
+the process dies. A turn nobody holds any more (its process died, handed it back at shutdown, or
+released it from memory while it waited for an answer) is claimed by a live process and resumed
+from its journal (see journal).
 """
 
 import asyncio
@@ -15,12 +17,14 @@ from django.conf import settings
 from .. import seams, selectors, services
 from ..agents import load_agent
 from ..dbthreads import run_db, run_db_retrying
-from ..metrics import TURNS_RUNNING, WAKEUPS_RECOVERED
+from ..events import EventType
+from ..metrics import TURNS_RESUMED, TURNS_RUNNING, WAKEUPS_RECOVERED
 from ..models import Turn
 from ..process import process_id, server_loop
 from ..shared import ApplicationError
 from .context import TurnContext
 from .inbox import Inboxes
+from .journal import Journal
 from .writer import EventWriter
 
 logger = logging.getLogger(__name__)
@@ -37,9 +41,21 @@ class RunningTurn:
         self.stop_requested = False
         # Set when this process learns it no longer owns the turn: it then writes nothing more.
         self.lost = False
+        # Set when this process hands the turn back (it is shutting down).
+        self.leaving = False
+        # A resume asked for while this turn was still unwinding here (released): start it then.
+        self.resume_after: str | None = None
 
     def stop(self) -> None:
         self.stop_requested = True
+        if self.agent_task is not None:
+            self.agent_task.cancel()
+
+    def hand_back(self) -> None:
+        """Stop the agent so that another process resumes the turn (at shutdown)."""
+        self.leaving = True
+        if self.context is not None:
+            self.context.interruption = "Interrupted: its server restarted. It runs again."
         if self.agent_task is not None:
             self.agent_task.cancel()
 
@@ -73,6 +89,13 @@ class TurnRunner:
         if not server_loop.call_soon(self._start, turn_id):
             logger.error("No server loop to run turn %s; its lease will end it", turn_id)
 
+    def resume(self, turn_id: str, reason: str) -> None:
+        """Claim a turn nobody holds and resume it here from its journal (``reason`` says why
+        it changed hands: see turn.resumed). Safe to call from any thread; does nothing if
+        another process claims it first, or if this process is shutting down."""
+        if not server_loop.call_soon(self._start, turn_id, reason):
+            logger.warning("No server loop to resume turn %s; upkeep will", turn_id)
+
     def notify(self, inbox: str, message: dict) -> None:
         """Send a control message to a turn's inbox. Safe to call from any thread."""
         server_loop.call_soon(self.inboxes.send, inbox, message)
@@ -89,21 +112,37 @@ class TurnRunner:
             logger.warning("Turn %s is no longer run here; stopping its agent", turn_id)
             running.lose()
 
-    def _start(self, turn_id: str) -> None:
-        if turn_id in self._running:
+    async def hand_back_all(self, timeout: float = 15) -> None:
+        """At shutdown: stop every turn's agent, write what it had queued, and let go of the
+        turns, so that other processes resume them at once (no lease to wait out)."""
+        for running in list(self._running.values()):
+            running.hand_back()
+        tasks = [running.task for running in self._running.values()]
+        if tasks:
+            logger.info("Handing back %d turn(s)", len(tasks))
+            await asyncio.wait(tasks, timeout=timeout)
+
+    def _start(self, turn_id: str, reason: str | None = None) -> None:
+        if server_loop.draining and reason is not None:
+            return  # another process claims it
+        if existing := self._running.get(turn_id):
+            if reason is not None and existing.lost:
+                existing.resume_after = reason
             return
         running = RunningTurn(turn_id)
         self._running[turn_id] = running
         TURNS_RUNNING.inc()
         loop = asyncio.get_running_loop()
-        running.task = loop.create_task(self._run(running), name=f"turn-{turn_id}")
-        running.task.add_done_callback(lambda _task: self._ended(turn_id))
+        running.task = loop.create_task(self._run(running, reason), name=f"turn-{turn_id}")
+        running.task.add_done_callback(lambda _task: self._ended(running))
         if self._catch_up is None or self._catch_up.done():
             self._catch_up = loop.create_task(self._catch_up_forever(), name="parley-catch-up")
 
-    def _ended(self, turn_id: str) -> None:
-        if self._running.pop(turn_id, None) is not None:
+    def _ended(self, running: RunningTurn) -> None:
+        if self._running.pop(running.turn_id, None) is not None:
             TURNS_RUNNING.dec()
+        if running.resume_after is not None:
+            self._start(running.turn_id, running.resume_after)
 
     async def _catch_up_forever(self) -> None:
         """While turns run here, read now and then the steering and Stop requests sent to them,
@@ -130,40 +169,79 @@ class TurnRunner:
                 WAKEUPS_RECOVERED.labels("stop").inc()
                 running[turn_id].stop()
 
-    async def _run(self, running: RunningTurn) -> None:
+    async def _begin(self, running: RunningTurn, inbox: str, reason: str | None):
+        """Take the turn: a queued one moves to running here, one nobody holds is claimed.
+        None if it is not ours to run (ended, or claimed elsewhere first)."""
+        if reason is None:
+            try:
+                return await run_db_retrying(
+                    services.turn_mark_running,
+                    turn_id=running.turn_id,
+                    inbox=inbox,
+                    process=process_id(),
+                )
+            except ApplicationError:
+                return None  # ended elsewhere (stopped while queued) before it began
+        return await run_db_retrying(
+            services.turn_claim,
+            turn_id=running.turn_id,
+            inbox=inbox,
+            process=process_id(),
+            any_owner=reason == "restart",
+        )
+
+    async def _run(self, running: RunningTurn, reason: str | None) -> None:
         inbox = await self.inboxes.open(running.control)
         try:
-            turn = await run_db_retrying(
-                services.turn_mark_running,
-                turn_id=running.turn_id,
-                inbox=inbox.name,
-                process=process_id(),
-            )
-        except ApplicationError:
-            inbox.close()
-            return  # ended elsewhere (stopped while queued, or reaped) before it began
+            turn = await self._begin(running, inbox.name, reason)
+            agent = load_agent(turn.conversation.agent) if turn is not None else None
         except Exception:
             inbox.close()
-            logger.warning("Could not start turn %s; its lease will end it", running.turn_id)
+            logger.warning("Could not start turn %s; upkeep will", running.turn_id, exc_info=True)
+            return
+        if turn is None:
+            inbox.close()
+            return
+        if reason is not None and not agent.resumable:
+            logger.warning("Turn %s cannot be resumed (agent %s)", turn.pk, type(agent).__name__)
+            await self._finish(running, Turn.Status.FAILED, services.TURN_LOST_ERROR)
+            inbox.close()
             return
         writer = EventWriter(
-            conversation_id=turn.conversation_id, turn_id=turn.pk, on_lost=running.lose
+            conversation_id=turn.conversation_id,
+            turn_id=turn.pk,
+            on_lost=running.lose,
+            batches=turn.batches_written,
         )
         # Until the turn ends on its own, assume the worst: a server stopping mid-turn cancels
         # this task, and the turn is then recorded as lost rather than completed.
         outcome = (Turn.Status.FAILED, services.TURN_LOST_ERROR)
         try:
+            journal = None
+            if reason is not None:
+                journal = await self._resumed(turn, writer, reason)
             history = await run_db_retrying(selectors.turn_history, turn=turn)
-            running.context = TurnContext(turn=turn, history=history, writer=writer)
+            running.context = TurnContext(
+                turn=turn,
+                history=history,
+                writer=writer,
+                journal=journal,
+                resumable=agent.resumable,
+            )
             # A workspace made in the admin has no folder yet; its agent and pickers need one.
             await asyncio.to_thread(running.context.files_root.mkdir, parents=True, exist_ok=True)
             if turn.cancel_requested_at is not None or running.stop_requested:
                 result = (Turn.Status.CANCELLED, "")
             else:
-                result = await self._drive(running, load_agent(turn.conversation.agent))
-            await running.context.end_message()
+                result = await self._drive(running, agent)
+            if running.context.diverged is None:
+                await running.context.end_message()
             await writer.close()
             outcome = result
+        except services.TurnReleased:
+            running.lost = True
+            if running.leaving:
+                await self._hand_back(running, writer)
         except services.TurnLost:
             running.lost = True
         except Exception as exc:
@@ -174,6 +252,45 @@ class TurnRunner:
             if not running.lost:
                 await self._finish(running, *outcome)
             inbox.close()
+
+    async def _resumed(self, turn: Turn, writer: EventWriter, reason: str) -> Journal | None:
+        """Read the journal of a turn taken over, and tell watchers (``turn.resumed``); tool
+        calls its process had started and not finished are closed as interrupted (they run
+        again). None for a turn that had not begun: it starts as if new."""
+        if turn.previous_status == Turn.Status.QUEUED:
+            return None
+        progress = await run_db_retrying(selectors.turn_progress, turn_id=turn.pk)
+        journal = Journal.from_progress(progress)
+        TURNS_RESUMED.labels(reason).inc()
+        logger.info(
+            "Resuming turn %s (%s) from %d step(s) and %d character(s)",
+            turn.pk,
+            reason,
+            len(journal.steps),
+            len(journal.text),
+        )
+        writer.emit(
+            EventType.TURN_RESUMED,
+            {"process": process_id(), "previous": turn.previous_runner, "reason": reason},
+        )
+        for call in journal.open_calls:
+            writer.emit(
+                EventType.TOOL_COMPLETED,
+                {**call, "error": "Interrupted: its server stopped. It runs again."},
+            )
+        return journal
+
+    async def _hand_back(self, running: RunningTurn, writer: EventWriter) -> None:
+        """Write what the agent had queued, then let go of the turn."""
+        try:
+            await writer.close()
+            await run_db_retrying(
+                services.turn_hand_back, turn_id=running.turn_id, process=process_id()
+            )
+        except services.TurnLost:
+            pass
+        except Exception:
+            logger.warning("Could not hand turn %s back; its lease will", running.turn_id)
 
     async def _finish(self, running: RunningTurn, status: str, error: str) -> None:
         """Write the turn's one terminal event, unless this process no longer owns the turn."""
@@ -192,12 +309,22 @@ class TurnRunner:
 
     async def _drive(self, running: RunningTurn, agent) -> tuple[str, str]:
         """Run the agent in a task of its own, so that Stop can cancel it and nothing else."""
+        if running.leaving:
+            raise services.TurnReleased(running.turn_id)
         running.agent_task = asyncio.get_running_loop().create_task(agent.run(running.context))
         await asyncio.wait({running.agent_task})
         if running.agent_task.cancelled():
+            if running.leaving:
+                raise services.TurnReleased(running.turn_id)
             return Turn.Status.CANCELLED, ""
         if isinstance(exc := running.agent_task.exception(), services.TurnLost):
             raise exc
+        if diverged := running.context.diverged:
+            logger.warning("Turn %s diverged from its journal: %s", running.turn_id, diverged)
+            return Turn.Status.FAILED, (
+                "This turn could not be resumed: its agent no longer does what the turn had "
+                f"done ({diverged}). Nothing was done again."
+            )
         if exc:
             logger.warning("Agent of turn %s raised", running.turn_id, exc_info=exc)
             return Turn.Status.FAILED, _describe(exc)

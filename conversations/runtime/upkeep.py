@@ -1,6 +1,6 @@
 """Process upkeep: every few seconds, renew the leases of this process's turns and watchers,
-stop the turns this process no longer owns, and end turns (and forget watchers) whose process
-died."""
+stop the turns this process no longer owns, take over (resume) the turns nobody holds, expire
+the questions whose time is up, and forget the watchers of processes that died."""
 
 import asyncio
 import logging
@@ -8,7 +8,8 @@ import time
 
 from django.conf import settings
 
-from .. import services
+from .. import seams, services
+from ..agents import agent_is_resumable
 from ..dbthreads import is_transient, run_db
 from ..process import layer_is_shared, process_id
 from .runner import TurnRunner
@@ -29,7 +30,7 @@ class Upkeep:
         interval = max(1.0, settings.PARLEY_TURN_LEASE_SECONDS / 3)
         lease = settings.PARLEY_TURN_LEASE_SECONDS
         # With a process-local layer no other process can be running a turn, so turns that are
-        # active but not ours were left by a server that stopped: end them at once.
+        # active but not ours were left by a server that stopped: take them over at once.
         reap_foreign = not layer_is_shared()
         renewed_at = time.monotonic()
         reap_from = 0.0
@@ -52,12 +53,8 @@ class Upkeep:
                     self._runner.lose_local(turn_id)
                 reap = reap_foreign or now >= reap_from
                 if reap:
-                    await run_db(
-                        services.turns_reap,
-                        process=process_id(),
-                        local_turn_ids=self._runner.local_turn_ids(),
-                        reap_foreign=reap_foreign,
-                    )
+                    await self._take_over(any_owner=reap_foreign)
+                await run_db(seams.questions.get().expire_due)
                 await run_db(
                     services.watchers_upkeep,
                     process=process_id(),
@@ -72,3 +69,22 @@ class Upkeep:
             else:
                 reap_foreign = False
             await asyncio.sleep(interval)
+
+    async def _take_over(self, *, any_owner: bool) -> None:
+        """Resume here the turns nobody holds. A parked one waits for its question to be
+        settled (whoever settles it resumes it), unless its agent cannot be resumed: it is
+        then failed, as are the others of such agents."""
+        unowned = await run_db(
+            services.turns_unowned,
+            process=process_id(),
+            local_turn_ids=self._runner.local_turn_ids(),
+            any_owner=any_owner,
+        )
+        parked = []
+        for turn in unowned:
+            if turn.parked and agent_is_resumable(turn.agent):
+                parked.append(turn.turn_id)
+            else:
+                self._runner.resume(turn.turn_id, turn.reason)
+        if parked:
+            await run_db(services.turns_let_go, turn_ids=parked, any_owner=any_owner)

@@ -32,18 +32,21 @@ class EventWriter:
     :meth:`throttle` (backpressure) instead of growing memory without bound.
     """
 
-    def __init__(self, *, conversation_id: str, turn_id: str, on_lost=None):
+    def __init__(self, *, conversation_id: str, turn_id: str, on_lost=None, batches: int = 0):
         self.conversation_id = conversation_id
         self.turn_id = turn_id
         # Called once if a write finds that this process no longer owns the turn (fencing).
         self._on_lost = on_lost
         self._pending: list[list] = []
+        # Journal steps (see TurnStep), written in the same transaction as the events beside them.
+        self._steps: list[dict] = []
         self._pending_since = 0.0
         self._only_deltas = True
         self._urgent = False
         self._accepted = 0
         self._written = 0
-        self._batches = 0
+        # Batches written so far (by this writer, and before it by the turn's earlier runners).
+        self._batches = batches
         self._flushing = False
         self._since_yield = 0
         # Read once: settings are a lazy object, too slow to consult for every event.
@@ -77,6 +80,15 @@ class EventWriter:
                 last[1]["text"] += text
                 return
         self._add(DELTA, {"text": text})
+
+    def emit_step(self, step: dict) -> None:
+        """Queue a journal step; it is committed with the events queued before it."""
+        if self._error is not None:
+            raise self._error
+        self._steps.append(step)
+        self._accepted += 1
+        self._only_deltas = False
+        self._wakeup.set()
 
     async def drain(self) -> None:
         """Wait until everything queued so far is committed and published."""
@@ -122,13 +134,14 @@ class EventWriter:
         while True:
             await self._wakeup.wait()
             self._wakeup.clear()
-            if not self._pending:
+            if not self._pending and not self._steps:
                 continue
             if self._only_deltas and not self._urgent and linger > 0:
                 wait = self._pending_since + linger - time.monotonic()
                 if wait > 0:
                     await asyncio.sleep(wait)
             batch, self._pending = self._pending, []
+            steps, self._steps = self._steps, []
             self._urgent = False
             self._flushing = True
             started = time.perf_counter()
@@ -141,6 +154,7 @@ class EventWriter:
                     turn_id=self.turn_id,
                     process=process_id(),
                     events=[tuple(item) for item in batch],
+                    steps=steps,
                     batch=self._batches + 1,
                 )
             except services.TurnLost as exc:
@@ -158,7 +172,7 @@ class EventWriter:
             self._batches += 1
             EVENT_COMMIT_SECONDS.observe(time.perf_counter() - started)
             EVENTS_WRITTEN.inc(len(batch))
-            self._written += len(batch)
+            self._written += len(batch) + len(steps)
             self._progress.set()
 
     def _fail(self, exc: BaseException) -> None:

@@ -12,7 +12,6 @@ import pytest
 from django.utils import timezone
 from prometheus_client.parser import text_string_to_metric_families
 
-from conversations import services
 from conversations.models import Turn
 from ops.services import free_port
 from tests.conftest import LiveServer, receive_json, wait_for_turn_end
@@ -139,22 +138,25 @@ async def test_metrics_count_sockets_turns_and_questions(server, people, convers
 def test_upkeep_starts_with_the_server_before_anyone_connects(
     transactional_db, tmp_path, people, conversation
 ):
+    """A turn left running by a server that stopped is taken over (and resumed) by the next
+    one as soon as it starts."""
     left = Turn.objects.create(
         conversation=conversation,
-        input="x",
+        input="help",
         started_by=people.alice.user,
         status=Turn.Status.RUNNING,
         runner="gone:1",
-        lease_expires_at=timezone.now() - timedelta(seconds=5),
+        lease_expires_at=timezone.now() + timedelta(seconds=60),
     )
     live = UntouchedServer(tmp_path / "daphne.log")
     try:
         deadline = time.monotonic() + 20
-        while (status := Turn.objects.get(pk=left.pk).status) != Turn.Status.FAILED:
+        while (status := Turn.objects.get(pk=left.pk).status) != Turn.Status.COMPLETED:
             assert live.process.poll() is None, live.log_text()
             assert time.monotonic() < deadline, f"turn still {status}:\n{live.log_text()}"
             time.sleep(0.05)
-        assert Turn.objects.get(pk=left.pk).error == services.TURN_LOST_ERROR
+        resumed = left.events.get(type="turn.resumed").data
+        assert resumed["previous"] == "gone:1" and resumed["reason"] == "restart"
     finally:
         live.stop()
     assert " ERROR " not in live.log_text()

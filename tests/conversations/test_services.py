@@ -14,6 +14,7 @@ from conversations.shared import ApplicationError
 
 def new_turn(conversation, user, **fields) -> Turn:
     fields.setdefault("runner", "me")
+    fields.setdefault("lease_expires_at", timezone.now() + timedelta(minutes=5))
     return Turn.objects.create(conversation=conversation, input="x", started_by=user, **fields)
 
 
@@ -134,8 +135,9 @@ def test_a_turn_ends_exactly_once(people, conversation):
 
 
 @pytest.mark.django_db
-def test_upkeep_renews_local_leases_and_fails_turns_whose_lease_ran_out(people, conversation):
+def test_upkeep_renews_local_leases_and_finds_turns_whose_lease_ran_out(people, conversation):
     other = Conversation.objects.create(workspace=people.workspace, title="Other", agent="builtin")
+    third = Conversation.objects.create(workspace=people.workspace, title="Third", agent="builtin")
     past = timezone.now() - timedelta(seconds=5)
     mine = new_turn(
         conversation,
@@ -151,18 +153,25 @@ def test_upkeep_renews_local_leases_and_fails_turns_whose_lease_ran_out(people, 
         runner="gone",
         lease_expires_at=past,
     )
+    handed_back = new_turn(
+        third, people.alice.user, status=Turn.Status.RUNNING, runner="", lease_expires_at=None
+    )
     assert services.turns_renew(process="me", local_turn_ids=[mine.pk]) == []
-    services.turns_reap(process="me", local_turn_ids=[mine.pk], reap_foreign=False)
+    found = services.turns_unowned(process="me", local_turn_ids=[mine.pk], any_owner=False)
+    assert sorted(found, key=lambda u: u.reason) == [
+        services.Unowned(handed_back.pk, "builtin", parked=False, reason="handed_back"),
+        services.Unowned(lost.pk, "builtin", parked=True, reason="process_stopped"),
+    ]
     mine.refresh_from_db()
-    lost.refresh_from_db()
     assert mine.status == Turn.Status.RUNNING and mine.lease_expires_at > timezone.now()
-    assert lost.status == Turn.Status.FAILED
-    event = other.events.get()
-    assert event.type == "turn.failed" and event.data == {"error": services.TURN_LOST_ERROR}
+    # Nobody holds the parked one any more: the admin shows no holder, and an answer resumes it.
+    services.turns_let_go(turn_ids=[lost.pk])
+    lost.refresh_from_db()
+    assert (lost.runner, lost.lease_expires_at, lost.status) == ("", None, "awaiting_input")
 
 
 @pytest.mark.django_db
-def test_upkeep_at_start_up_ends_turns_left_by_a_stopped_server(people, conversation):
+def test_upkeep_at_start_up_takes_over_turns_left_by_a_stopped_server(people, conversation):
     left = new_turn(
         conversation,
         people.alice.user,
@@ -170,12 +179,21 @@ def test_upkeep_at_start_up_ends_turns_left_by_a_stopped_server(people, conversa
         runner="old-process",
         lease_expires_at=timezone.now() + timedelta(minutes=5),
     )
-    services.turns_reap(process="new-process", local_turn_ids=[], reap_foreign=False)
-    left.refresh_from_db()
-    assert left.status == Turn.Status.RUNNING  # its lease has not run out yet
-    services.turns_reap(process="new-process", local_turn_ids=[], reap_foreign=True)
-    left.refresh_from_db()
-    assert left.status == Turn.Status.FAILED
+    # Its lease has not run out yet: with other processes about, it is not anyone's to take.
+    assert services.turns_unowned(process="new", local_turn_ids=[], any_owner=False) == []
+    assert services.turn_claim(turn_id=left.pk, process="new", inbox="i") is None
+    # Alone on a process-local layer, the new process knows the old one is gone.
+    (found,) = services.turns_unowned(process="new", local_turn_ids=[], any_owner=True)
+    assert (found.turn_id, found.reason) == (left.pk, "restart")
+    claimed = services.turn_claim(turn_id=left.pk, process="new", inbox="i", any_owner=True)
+    assert (claimed.runner, claimed.previous_runner, claimed.status) == (
+        "new",
+        "old-process",
+        "running",
+    )
+    assert claimed.lease_expires_at > timezone.now()
+    # Claimed once: a second claim (another process racing) gets nothing.
+    assert services.turn_claim(turn_id=left.pk, process="third", inbox="j") is None
 
 
 @pytest.mark.django_db
@@ -190,8 +208,8 @@ def test_upkeep_reports_local_turns_this_process_no_longer_owns(people, conversa
 
 
 @pytest.mark.django_db
-def test_a_reaped_turns_own_writes_are_refused_and_change_nothing(people, conversation):
-    """Fencing: once another process ended the turn, its process can write nothing more."""
+def test_a_taken_over_turns_old_process_can_write_nothing(people, conversation):
+    """Fencing: once another process took the turn over, its old process writes nothing more."""
     turn = new_turn(
         conversation,
         people.alice.user,
@@ -205,9 +223,9 @@ def test_a_reaped_turns_own_writes_are_refused_and_change_nothing(people, conver
         events=[("x.y", {})],
         batch=1,
     )
-    # Its process stalls past its lease; another reaps the turn.
+    # Its process stalls past its lease; another takes the turn over.
     Turn.objects.filter(pk=turn.pk).update(lease_expires_at=timezone.now() - timedelta(seconds=1))
-    assert [f.type for f in services.turn_reap(turn_id=turn.pk)] == ["turn.failed"]
+    assert services.turn_claim(turn_id=turn.pk, process="other", inbox="i") is not None
     for write in (
         lambda: services.turn_events_append(
             conversation_id=conversation.pk,
@@ -220,10 +238,8 @@ def test_a_reaped_turns_own_writes_are_refused_and_change_nothing(people, conver
     ):
         with pytest.raises(services.TurnLost):
             write()
-    assert list(conversation.events.values_list("type", flat=True).order_by("seq")) == [
-        "x.y",
-        "turn.failed",
-    ]
+    assert list(conversation.events.values_list("type", flat=True)) == ["x.y"]
+    assert services.turn_finish(turn_id=turn.pk, status="completed", process="other")
 
 
 @pytest.mark.django_db
@@ -243,16 +259,36 @@ def test_a_batch_retried_after_its_commit_is_written_once_and_renews_the_lease(
 
 
 @pytest.mark.django_db
-def test_a_turn_whose_lease_was_just_renewed_is_not_reaped(people, conversation):
+def test_a_turn_whose_lease_was_just_renewed_is_not_taken_over(people, conversation):
     turn = new_turn(
         conversation,
         people.alice.user,
         status=Turn.Status.RUNNING,
         lease_expires_at=timezone.now() + timedelta(seconds=30),
     )
-    assert services.turn_reap(turn_id=turn.pk) == []
+    assert services.turn_claim(turn_id=turn.pk, process="other", inbox="i") is None
     turn.refresh_from_db()
-    assert turn.status == Turn.Status.RUNNING
+    assert (turn.status, turn.runner) == (Turn.Status.RUNNING, "me")
+
+
+@pytest.mark.django_db
+def test_a_batch_carries_its_journal_steps_in_its_transaction(people, conversation):
+    turn = new_turn(conversation, people.alice.user, status=Turn.Status.RUNNING)
+    step = {"index": 0, "kind": "tool", "name": "find", "digest": "d", "said": 3}
+    batch = {
+        "events": [("tool.completed", {"id": "call_1", "name": "find", "result": 1})],
+        "steps": [{**step, "outcome": {"result": 1}}],
+        "process": "me",
+    }
+    services.turn_events_append(conversation_id=conversation.pk, turn_id=turn.pk, batch=1, **batch)
+    # A retry of the same batch, and a write by a process that lost the turn, store nothing.
+    services.turn_events_append(conversation_id=conversation.pk, turn_id=turn.pk, batch=1, **batch)
+    with pytest.raises(services.TurnLost):
+        services.turn_events_append(
+            conversation_id=conversation.pk, turn_id=turn.pk, batch=2, **{**batch, "process": "x"}
+        )
+    progress = selectors.turn_progress(turn_id=turn.pk)
+    assert progress.steps == [{**step, "outcome": {"result": 1}}]
 
 
 @pytest.mark.django_db
