@@ -2,6 +2,9 @@
 
 import asyncio
 import json
+import time
+from functools import partial
+from pathlib import Path
 
 from conversations.agents import Agent
 
@@ -22,8 +25,10 @@ class ScriptedAgent(Agent):
     message, ``{"status", "value", "by"}``; ``{"say": "…"}`` says something;
     ``{"sleep": seconds}`` waits; ``{"steering": true}`` says what steering has arrived;
     ``{"await_steering": seconds}`` waits (checking at each step, as an agent does) for steering
-    and says it, or says an empty list when the time is up. It can be resumed (its sleeps are
-    skipped while it replays).
+    and says it, or says an empty list when the time is up; ``{"tool": name}`` runs a tool
+    with ``ctx.call_tool`` that notes each run in the workspace's ``tool-runs.log`` (with
+    ``"hold": true`` its first run never ends: a test stops the process in the middle of it).
+    It can be resumed (its sleeps are skipped while it replays).
     """
 
     resumable = True
@@ -43,7 +48,33 @@ class ScriptedAgent(Agent):
                 await ctx.say(json.dumps({"steering": ctx.steering()}))
             elif "await_steering" in step:
                 await ctx.say(json.dumps({"steering": await _next_steering(ctx, step)}))
+            elif "tool" in step:
+                runs = await ctx.call_tool(
+                    step["tool"], {}, partial(_run_tool, ctx.files_root, step)
+                )
+                await ctx.say(json.dumps({"runs": runs}))
             await ctx.end_message()
+
+
+class ChangedScriptedAgent(ScriptedAgent):
+    """The scripted agent after a change to its code: it greets first. A turn journaled by the
+    old code must not be resumed by it."""
+
+    async def run(self, ctx):
+        await ctx.say("Hello! ")
+        await super().run(ctx)
+
+
+def _run_tool(files_root: Path, step: dict) -> int:
+    """Note a run of the step's tool; hold the first run of a holding tool forever."""
+    log = files_root / "tool-runs.log"
+    with log.open("a") as runs:
+        runs.write(step["tool"] + "\n")
+    count = log.read_text().split().count(step["tool"])
+    if step.get("hold") and count == 1:
+        while True:
+            time.sleep(1)
+    return count
 
 
 async def _next_steering(ctx, step) -> list[str]:

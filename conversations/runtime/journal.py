@@ -97,7 +97,7 @@ class Replay:
         upcoming = self._upcoming()
         if upcoming is not None and said + len(text) > upcoming.said:
             raise JournalMismatch(
-                f"it said more before step {upcoming.index} ({upcoming.describe()}) than it had"
+                f"it said more before step {upcoming.index + 1} ({upcoming.describe()}) than it had"
             )
         if not text.startswith(stored):
             raise JournalMismatch(f"it said something else after {said} characters")
@@ -120,7 +120,9 @@ class Replay:
             said,
         ):
             doing = f"{kind} {name!r}" if name else kind
-            raise JournalMismatch(f"step {upcoming.index} was {upcoming.describe()}, not {doing}")
+            raise JournalMismatch(
+                f"step {upcoming.index + 1} was {upcoming.describe()}, not {doing}"
+            )
         self.next_step += 1
         return upcoming
 

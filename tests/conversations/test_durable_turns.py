@@ -1,0 +1,243 @@
+"""Turns that outlive their process, on one real Daphne that is stopped and started again: a
+parked question survives the restart, a killed turn resumes where it stopped, a journal that no
+longer matches its agent fails cleanly, and long waits leave the process's memory."""
+
+import json
+import os
+import signal
+import time
+from collections import Counter
+
+import pytest
+
+from tests.conftest import all_events, wait_for_turn_end
+from tests.selection.test_questions_live import (
+    KINDS,
+    ask,
+    create_conversation,
+    outcomes,
+    reply,
+    start,
+    wait_pending,
+)
+
+TERMINAL = ("turn.completed", "turn.failed", "turn.cancelled")
+# One question of each kind: path, choice, text, confirm, form.
+ONE_OF_EACH_KIND = [KINDS[i] for i in (0, 2, 4, 5, 6)]
+
+
+def kill(server) -> None:
+    server.process.send_signal(signal.SIGKILL)
+    server.process.wait(timeout=10)
+
+
+def wait_until(condition, timeout: float = 60, what: str = "the condition"):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if result := condition():
+            return result
+        time.sleep(0.05)
+    raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+
+
+def assert_whole(events: list[dict]) -> None:
+    """Numbered 1..n with no gap, one terminal event, last; no tool call reported twice."""
+    assert [e["seq"] for e in events] == list(range(1, len(events) + 1))
+    types = [e["type"] for e in events]
+    assert sum(t in TERMINAL for t in types) == 1 and types[-1] in TERMINAL, types
+    for kind in ("tool.started", "tool.completed"):
+        ids = Counter(e["data"]["id"] for e in events if e["type"] == kind)
+        assert all(n == 1 for n in ids.values()), ids
+
+
+def said(events: list[dict]) -> str:
+    return "".join(e["data"]["text"] for e in events if e["type"] == "message.delta")
+
+
+@pytest.mark.parametrize("how", ["sigterm", "sigkill"])
+@pytest.mark.parametrize(
+    "question, refused, answer, value", ONE_OF_EACH_KIND, ids=lambda k: str(k)[:24]
+)
+def test_a_question_pending_across_a_restart_is_answered_and_the_turn_goes_on(
+    make_server, people, how, question, refused, answer, value
+):
+    first = make_server()
+    with first.client(people.bob) as client:
+        cid = create_conversation(client)
+        turn = start(client, cid, [{"say": "Before the question. "}, question, {"say": "After."}])
+        pending = wait_pending(client, cid)
+    if how == "sigterm":
+        first.stop()
+    else:
+        kill(first)
+    second = make_server()
+    with second.client(people.bob) as client:
+        # Still pending, and still refusing a bad answer, from the process that never saw it.
+        state = client.get(f"/api/conversations/{cid}/in-flight/").json()
+        assert [q["id"] for q in state["pending_selections"]] == [pending["id"]]
+        assert reply(client, pending["id"], answer=refused[0]).status_code == 400
+        answered = reply(client, pending["id"], answer=answer)
+        assert answered.status_code == 200, answered.text
+        wait_for_turn_end(client, cid, timeout=60)
+        events = all_events(client, cid)
+    assert_whole(events)
+    assert events[-1]["type"] == "turn.completed" and events[-1]["turn"] == turn
+    ((status, got, by),) = [(o["status"], o["value"], o["by"]) for o in outcomes(events)]
+    assert (status, got, by) == ("answered", value, "bob")
+    assert said(events).count("Before the question. ") == 1
+    assert [e["type"] for e in events].count("selection.requested") == 1
+    (resumed,) = [e for e in events if e["type"] == "turn.resumed"]
+    assert resumed["data"]["reason"] == "question_settled"
+    assert resumed["seq"] > next(e["seq"] for e in events if e["type"] == "selection.resolved")
+
+
+def test_a_turn_killed_mid_stream_resumes_without_repeating_its_text(
+    make_server, people, flood_conversation
+):
+    first = make_server()
+    client = first.client(people.alice)
+    cid = flood_conversation.pk
+    response = client.post(f"/api/conversations/{cid}/turns/", json={"input": "400 text every 5"})
+    assert response.status_code == 202, response.text
+    wait_until(lambda: len(all_events(client, cid)) > 20, what="the stream to get going")
+    kill(first)
+    second = make_server()
+    client = second.client(people.alice)
+    wait_for_turn_end(client, cid, timeout=90)
+    events = all_events(client, cid)
+    assert_whole(events)
+    assert events[-1]["type"] == "turn.completed"
+    words = " ".join(f"w{n}" for n in range(1, 401)) + " "
+    assert said(events) == words
+    (completed,) = [e for e in events if e["type"] == "message.completed"]
+    assert completed["data"]["text"] == words
+    (resumed,) = [e for e in events if e["type"] == "turn.resumed"]
+    assert resumed["data"]["reason"] == "restart"
+
+
+def test_a_turn_killed_in_a_tool_runs_that_tool_again_and_no_finished_one(
+    make_server, people, files_root
+):
+    first = make_server()
+    client = first.client(people.bob)
+    cid = create_conversation(client)
+    steps = [
+        {"tool": "quick"},
+        {"say": "Between the tools. "},
+        {"tool": "slow", "hold": True},
+        {"say": "Done."},
+    ]
+    start(client, cid, steps)
+    runs = files_root / "tool-runs.log"
+    wait_until(lambda: runs.exists() and "slow" in runs.read_text(), what="the slow tool")
+    kill(first)
+    second = make_server()
+    client = second.client(people.bob)
+    wait_for_turn_end(client, cid, timeout=60)
+    events = all_events(client, cid)
+    assert_whole(events)
+    assert events[-1]["type"] == "turn.completed"
+    # The finished tool ran once; the one cut short ran again, under a new call id.
+    assert runs.read_text().split() == ["quick", "slow", "slow"]
+    tools = [(e["type"], e["data"]["name"], e["data"]["id"]) for e in events if "tool" in e["type"]]
+    assert tools == [
+        ("tool.started", "quick", "call_1"),
+        ("tool.completed", "quick", "call_1"),
+        ("tool.started", "slow", "call_2"),
+        ("tool.completed", "slow", "call_2"),
+        ("tool.started", "slow", "call_3"),
+        ("tool.completed", "slow", "call_3"),
+    ]
+    interrupted = next(
+        e for e in events if e["type"] == "tool.completed" and e["data"]["id"] == "call_2"
+    )
+    assert "Interrupted" in interrupted["data"]["error"]
+    assert said(events).count("Between the tools. ") == 1
+    assert '{"runs": 2}' in said(events)
+
+
+def test_a_journal_that_no_longer_matches_its_agent_fails_the_turn_cleanly(make_server, people):
+    first = make_server()
+    with first.client(people.bob) as client:
+        cid = create_conversation(client)
+        start(client, cid, [{"say": "One. "}, ask(kind="text"), {"say": "Two."}])
+        pending = wait_pending(client, cid)
+    first.stop()
+    # The agent's code changed meanwhile: it now greets first.
+    agents = json.loads(os.environ["PARLEY_AGENTS"])
+    second = make_server(
+        PARLEY_AGENTS=json.dumps({**agents, "scripted": "tests.agents.ChangedScriptedAgent"})
+    )
+    with second.client(people.bob) as client:
+        assert reply(client, pending["id"], answer="yes").status_code == 200
+        wait_for_turn_end(client, cid, timeout=60)
+        events = all_events(client, cid)
+    assert_whole(events)
+    failed = events[-1]
+    assert failed["type"] == "turn.failed"
+    assert "could not be resumed" in failed["data"]["error"]
+    assert "no longer does what the turn had done" in failed["data"]["error"]
+    # Nothing new was written in the past: after the answer, only the resume and the failure.
+    answered_at = next(i for i, e in enumerate(events) if e["type"] == "selection.resolved")
+    assert [e["type"] for e in events[answered_at + 1 :]] == ["turn.resumed", "turn.failed"]
+    assert "Hello" not in said(events)
+
+
+def test_long_waits_leave_memory_and_come_back_when_answered_or_expired(make_server, people):
+    """With release after a moment, parked turns leave the process (its metrics show none in
+    memory), and each comes back when its question is settled: answered, dismissed, expired
+    (by upkeep, from the database), or ended by Stop."""
+    server = make_server(PARLEY_RELEASE_PARKED_AFTER_SECONDS="0.2", PARLEY_TURN_LEASE_SECONDS="3")
+    client = server.client(people.bob)
+    turns = []
+    for n in range(12):
+        cid = create_conversation(client, title=f"Waiting {n}")
+        timeout = 2 if n == 0 else 600
+        start(client, cid, [{"say": f"Question {n}. "}, ask(kind="text", timeout=timeout)])
+        turns.append((cid, wait_pending(client, cid)))
+
+    def in_memory() -> tuple[float, float, float]:
+        text = client.get("/metrics").text
+        return tuple(
+            float(line.split()[-1])
+            for name in (
+                "parley_turns_running ",
+                "parley_questions_parked ",
+                "parley_turns_released_total ",
+            )
+            for line in text.splitlines()
+            if line.startswith(name)
+        )
+
+    wait_until(lambda: in_memory() == (0.0, 0.0, 12.0), what="every parked turn to be released")
+    _expiring, *rest = turns
+    for index, (cid, pending) in enumerate(rest):
+        if index == 0:
+            response = reply(client, pending["id"], action="dismiss")
+        elif index == 1:
+            response = client.post(
+                f"/api/conversations/{cid}/cancel/",
+                json={"turn_id": client.get(f"/api/conversations/{cid}/in-flight/").json()["turn"]},
+            )
+        else:
+            response = reply(client, pending["id"], answer=f"answer {index}")
+        assert response.status_code in (200, 202), response.text
+    for n, (cid, _) in enumerate(turns):
+        wait_for_turn_end(client, cid, timeout=60)
+        events = all_events(client, cid)
+        assert_whole(events)
+        statuses = [o["status"] for o in outcomes(events)]
+        if n == 0:
+            assert statuses == ["expired"] and events[-1]["type"] == "turn.completed"
+        elif n == 1:
+            assert statuses == ["dismissed"]
+        elif n == 2:
+            assert events[-1]["type"] == "turn.cancelled"
+            assert "turn.resumed" not in [e["type"] for e in events]
+            continue
+        else:
+            assert outcomes(events)[0]["value"] == f"answer {n - 1}"
+        assert said(events).count(f"Question {n}. ") == 1
+        assert [e["data"]["reason"] for e in events if e["type"] == "turn.resumed"] == [
+            "question_settled"
+        ]
