@@ -225,9 +225,7 @@ PARLEY_EVENT_BACKLOG = env.int("PARLEY_EVENT_BACKLOG", default=2000)
 PARLEY_TURN_LEASE_SECONDS = env.int("PARLEY_TURN_LEASE_SECONDS", default=10)
 # A turn waiting this long for an answer leaves its process's memory; whoever settles the
 # question resumes it (turns of agents that cannot be resumed stay in memory).
-PARLEY_RELEASE_PARKED_AFTER_SECONDS = env.float(
-    "PARLEY_RELEASE_PARKED_AFTER_SECONDS", default=60.0
-)
+PARLEY_RELEASE_PARKED_AFTER_SECONDS = env.float("PARLEY_RELEASE_PARKED_AFTER_SECONDS", default=60.0)
 # How long a turn's own writes keep trying while the database is away (a restart, a failover).
 PARLEY_DB_RETRY_SECONDS = env.float("PARLEY_DB_RETRY_SECONDS", default=60.0)
 PARLEY_MAX_INPUT_CHARS = env.int("PARLEY_MAX_INPUT_CHARS", default=20_000)

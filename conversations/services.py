@@ -474,9 +474,9 @@ def turn_release(*, turn_id: str, process: str) -> bool:
     the question then resumes it. False (and nothing changes) if the question was settled
     meanwhile (the turn goes on here) or the turn is no longer this process's."""
     return bool(
-        Turn.objects.filter(
-            pk=turn_id, runner=process, status=Turn.Status.AWAITING_INPUT
-        ).update(**LET_GO)
+        Turn.objects.filter(pk=turn_id, runner=process, status=Turn.Status.AWAITING_INPUT).update(
+            **LET_GO
+        )
     )
 
 

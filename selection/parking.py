@@ -74,9 +74,7 @@ class Parking:
                 async with asyncio.timeout(release_after):
                     await spot.event.wait()
             except TimeoutError:
-                if await run_db_retrying(
-                    turn_release, turn_id=turn_id, process=process_id()
-                ):
+                if await run_db_retrying(turn_release, turn_id=turn_id, process=process_id()):
                     TURNS_RELEASED.inc()
                     raise TurnReleased(turn_id) from None
                 continue  # settled meanwhile: its wake-up is on the way, or the poller's
