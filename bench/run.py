@@ -42,6 +42,14 @@ def cluster_stage():
     return cluster
 
 
+def durable_stage():
+    """bench/durable.py, the durable-turns stage (imported as cluster_stage is)."""
+    cluster_stage()
+    from bench import durable
+
+    return durable
+
+
 class Daphne:
     """A Daphne process on a loopback socket bound here (the same way the tests start one)."""
 
@@ -487,7 +495,8 @@ async def main(quick: bool) -> dict:
         },
         "rounds": rounds,
     }
-    env, token = prepare_parley(scratch)
+    # This process keeps its parked turns in memory (the durable stage measures releasing them).
+    env, token = prepare_parley(scratch, {"PARLEY_RELEASE_PARKED_AFTER_SECONDS": "86400"})
     commit_log = scratch / "commits.json"
     bare = Daphne(
         [python, "-m", "daphne", "bench.bare_app:application"],
@@ -534,6 +543,16 @@ async def main(quick: bool) -> dict:
         await parley.http.aclose()
         server.stop()
         bare.stop()
+    print("Durable turns: parked turns released from memory, resumed on their answer …", flush=True)
+    async with asyncio.timeout(1200):
+        results["durable"] = await durable_stage().run(
+            scratch / "durable",
+            quick,
+            Daphne=Daphne,
+            Parley=Parley,
+            prepare_parley=prepare_parley,
+            percentile=percentile,
+        )
     print("Across two processes: PostgreSQL, Redis, Parley A and B …", flush=True)
     async with asyncio.timeout(1200):
         results["cluster"] = await cluster_stage().run(quick, rounds)
@@ -624,6 +643,8 @@ def report(results: dict) -> str:
         f"{k['stream_during_bulk']['events_per_s_before']:,.0f}), longest gap "
         f"{k['stream_during_bulk']['longest_gap_ms']:.0f} ms",
     ]
+    if "durable" in results:
+        lines += ["", *durable_stage().report(results["durable"], k, q)]
     if "cluster" in results:
         lines += ["", *cluster_stage().report(results["cluster"])]
     return "\n".join(lines)

@@ -43,7 +43,25 @@ def _hook_daphne() -> None:
     """Daphne has no lifespan events, but it runs Twisted's asyncio reactor: start with it."""
     from twisted.internet import reactor
 
+    _allow_service_restart_close()
     reactor.callWhenRunning(_reactor_started, reactor)
+
+
+def _allow_service_restart_close() -> None:
+    """Let sockets be closed with 1012 ("service restart", registered with IANA for servers to
+    send), which Daphne's WebSocket library refuses: it accepts only 1000 and 3000-4999 from a
+    server. The frame is sent as the library would send any other close."""
+    from daphne.ws_protocol import WebSocketProtocol
+
+    server_close = WebSocketProtocol.serverClose
+
+    def close_socket(self, code=None):
+        if code == 1012:
+            self.sendCloseFrame(code=code, isReply=False)
+        else:
+            server_close(self, code)
+
+    WebSocketProtocol.serverClose = close_socket
 
 
 def _reactor_started(reactor) -> None:

@@ -292,6 +292,23 @@ def log_in(server: "LiveServer", username: str, login_path: str = "/login/") -> 
     return client
 
 
+def wait_until(condition, timeout: float = 30, what: str = "the condition"):
+    """Poll ``condition`` until it returns something true (and return that), for up to
+    ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if result := condition():
+            return result
+        time.sleep(0.05)
+    raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+
+
+def kill(server: "LiveServer") -> None:
+    """SIGKILL a server, as a crash would."""
+    server.process.send_signal(signal.SIGKILL)
+    server.process.wait(timeout=10)
+
+
 def wait_for_turn_end(client: httpx.Client, conversation_id: str, timeout: float = 30) -> dict:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:

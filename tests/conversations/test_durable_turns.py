@@ -4,13 +4,11 @@ longer matches its agent fails cleanly, and long waits leave the process's memor
 
 import json
 import os
-import signal
-import time
 from collections import Counter
 
 import pytest
 
-from tests.conftest import all_events, wait_for_turn_end
+from tests.conftest import all_events, kill, wait_for_turn_end, wait_until
 from tests.selection.test_questions_live import (
     KINDS,
     ask,
@@ -24,20 +22,6 @@ from tests.selection.test_questions_live import (
 TERMINAL = ("turn.completed", "turn.failed", "turn.cancelled")
 # One question of each kind: path, choice, text, confirm, form.
 ONE_OF_EACH_KIND = [KINDS[i] for i in (0, 2, 4, 5, 6)]
-
-
-def kill(server) -> None:
-    server.process.send_signal(signal.SIGKILL)
-    server.process.wait(timeout=10)
-
-
-def wait_until(condition, timeout: float = 60, what: str = "the condition"):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if result := condition():
-            return result
-        time.sleep(0.05)
-    raise AssertionError(f"timed out after {timeout} s waiting for {what}")
 
 
 def assert_whole(events: list[dict]) -> None:
@@ -99,7 +83,9 @@ def test_a_turn_killed_mid_stream_resumes_without_repeating_its_text(
     cid = flood_conversation.pk
     response = client.post(f"/api/conversations/{cid}/turns/", json={"input": "400 text every 5"})
     assert response.status_code == 202, response.text
-    wait_until(lambda: len(all_events(client, cid)) > 20, what="the stream to get going")
+    wait_until(
+        lambda: len(all_events(client, cid)) > 20, what="the stream to get going", timeout=60
+    )
     kill(first)
     second = make_server()
     client = second.client(people.alice)
@@ -129,7 +115,7 @@ def test_a_turn_killed_in_a_tool_runs_that_tool_again_and_no_finished_one(
     ]
     start(client, cid, steps)
     runs = files_root / "tool-runs.log"
-    wait_until(lambda: runs.exists() and "slow" in runs.read_text(), what="the slow tool")
+    wait_until(lambda: runs.exists() and "slow" in runs.read_text(), 60, "the slow tool")
     kill(first)
     second = make_server()
     client = second.client(people.bob)
@@ -209,7 +195,7 @@ def test_long_waits_leave_memory_and_come_back_when_answered_or_expired(make_ser
             if line.startswith(name)
         )
 
-    wait_until(lambda: in_memory() == (0.0, 0.0, 12.0), what="every parked turn to be released")
+    wait_until(lambda: in_memory() == (0.0, 0.0, 12.0), 60, "every parked turn to be released")
     _expiring, *rest = turns
     for index, (cid, pending) in enumerate(rest):
         if index == 0:

@@ -1,0 +1,173 @@
+"""The durable-turns stage of the benchmark: what a parked turn costs once it is released from
+memory, how fast an answer brings a released turn back, and how fast a restarted process resumes
+a waiting turn. The in-memory figures it is compared with come from the main stage, in the same
+run (a process whose turns are never released)."""
+
+import asyncio
+import json
+import sys
+import time
+from pathlib import Path
+
+RELEASE_AFTER = 1.0
+
+
+async def metric(parley, name: str) -> float:
+    text = (await parley.http.get("/metrics")).text
+    for line in text.splitlines():
+        if line.startswith(name + " "):
+            return float(line.split()[-1])
+    return 0.0
+
+
+async def wait_metric(parley, name: str, at_least: float, timeout: float = 600) -> None:
+    async with asyncio.timeout(timeout):
+        while True:
+            if await metric(parley, name) >= at_least:
+                return
+            await asyncio.sleep(0.2)
+
+
+async def park(parley, cids: list[str]) -> None:
+    """Start a builtin ``summarize`` turn in each conversation (each parks on a file picker),
+    20 at a time, and wait until every question is pending."""
+    semaphore = asyncio.Semaphore(20)
+
+    async def start(cid):
+        async with semaphore:
+            await parley.start(cid, "summarize")
+
+    await asyncio.gather(*(start(cid) for cid in cids))
+    wanted = set(cids)
+    while True:
+        pending = (await parley.http.get("/api/selections/?status=pending")).json()
+        if wanted <= {question["conversation"] for question in pending}:
+            return
+        await asyncio.sleep(0.2)
+
+
+async def conversations(parley, count: int) -> list[str]:
+    semaphore = asyncio.Semaphore(20)
+
+    async def one():
+        async with semaphore:
+            return await parley.conversation(agent="builtin")
+
+    return list(await asyncio.gather(*(one() for _ in range(count))))
+
+
+async def answer_to_resumed(parley, cid: str, selection_id: str) -> tuple[float, float]:
+    """Milliseconds from sending the answer to a released turn to its ``turn.resumed`` and to
+    the resumed agent's next event, on a socket watching from the question on."""
+    latest = (await parley.http.get(f"/api/conversations/{cid}/in-flight/")).json()["latest_seq"]
+    async with parley.watch(cid, from_seq=latest) as ws:
+        await ws.recv()  # ws.ready
+        started = time.perf_counter()
+        response = await parley.http.post(
+            f"/api/selections/{selection_id}/reply/", json={"answer": "README.md"}
+        )
+        response.raise_for_status()
+        while '"type":"turn.resumed"' not in (await ws.recv())[:60]:
+            pass
+        resumed = (time.perf_counter() - started) * 1000
+        await ws.recv()
+        following = (time.perf_counter() - started) * 1000
+        while '"type":"turn.completed"' not in (await ws.recv())[:60]:
+            pass
+    return resumed, following
+
+
+async def run(scratch: Path, quick: bool, *, Daphne, Parley, prepare_parley, percentile) -> dict:
+    env, token = prepare_parley(
+        scratch, {"PARLEY_RELEASE_PARKED_AFTER_SECONDS": str(RELEASE_AFTER)}
+    )
+    python = sys.executable
+    count = 500 if quick else 1000
+    samples = 20 if quick else 50
+
+    def start_server(n: int):
+        return Daphne(
+            [python, "-m", "daphne", "config.asgi:application"], env, scratch / f"durable-{n}.log"
+        )
+
+    server = start_server(0)
+    parley = Parley(server, token)
+    try:
+        # Memory: park in two halves; each is read once every turn of it has left memory.
+        cids = await conversations(parley, count + samples)
+        await asyncio.sleep(1)
+        rss = [server.rss]
+        for half in (cids[: count // 2], cids[count // 2 : count]):
+            await park(parley, half)
+            released = count // 2 if len(rss) == 1 else count
+            await wait_metric(parley, "parley_turns_released_total", released)
+            await asyncio.sleep(1)
+            rss.append(server.rss)
+        in_memory = await metric(parley, "parley_questions_parked")
+        # Latency: an answer to a turn released from memory, until it has resumed.
+        resumed, following = [], []
+        pending = {
+            q["conversation"]: q["id"]
+            for q in (await parley.http.get("/api/selections/?status=pending")).json()
+        }
+        for cid in cids[:samples]:
+            first, second = await answer_to_resumed(parley, cid, pending[cid])
+            resumed.append(first)
+            following.append(second)
+        # A restart: the process stops (SIGTERM) with turns waiting; a new one starts, and an
+        # answer to each resumes it there.
+        restart_cids = cids[count : count + samples]
+        await park(parley, restart_cids)
+    finally:
+        await parley.http.aclose()
+        server.stop()
+    server = start_server(1)
+    parley = Parley(server, token)
+    try:
+        pending = {
+            q["conversation"]: q["id"]
+            for q in (await parley.http.get("/api/selections/?status=pending")).json()
+        }
+        after_restart = []
+        for cid in restart_cids:
+            first, _ = await answer_to_resumed(parley, cid, pending[cid])
+            after_restart.append(first)
+    finally:
+        await parley.http.aclose()
+        server.stop()
+
+    def spread(values):
+        return {"p50": percentile(values, 0.5), "p99": percentile(values, 0.99)}
+
+    return {
+        "turns": count,
+        "release_after_s": RELEASE_AFTER,
+        "rss_mb": [value / 2**20 for value in rss],
+        "kb_per_released_turn": (rss[2] - rss[0]) / count / 1024,
+        "kb_per_released_turn_second_half": (rss[2] - rss[1]) / (count // 2) / 1024,
+        "questions_in_memory": in_memory,
+        "answer_to_resumed_ms": spread(resumed),
+        "answer_to_next_event_ms": spread(following),
+        "after_restart_answer_to_resumed_ms": spread(after_restart),
+        "samples": samples,
+    }
+
+
+def report(durable: dict, parked: dict, questions: dict) -> list[str]:
+    d = durable
+    return [
+        f"Durable turns ({d['turns']:,} parked turns, released after "
+        f"{d['release_after_s']:.0f} s):",
+        f"  in memory: {parked['kb_per_parked_turn']:.1f} KB per parked turn; released: "
+        f"{d['kb_per_released_turn']:.1f} KB per turn "
+        f"({d['kb_per_released_turn_second_half']:.1f} KB for the second half; "
+        f"{json.dumps([round(v, 1) for v in d['rss_mb']])} MB resident at 0, half, all; "
+        f"{d['questions_in_memory']:.0f} questions left in memory)",
+        f"  answer -> a released turn's turn.resumed: p50 "
+        f"{d['answer_to_resumed_ms']['p50']:.1f} ms, p99 {d['answer_to_resumed_ms']['p99']:.1f} ms;"
+        f" its next event p50 {d['answer_to_next_event_ms']['p50']:.1f} ms (a turn in memory: "
+        f"p50 {questions['reply_to_next_event_ms']['p50']:.1f} ms)",
+        f"  after a restart, answer -> turn.resumed: p50 "
+        f"{d['after_restart_answer_to_resumed_ms']['p50']:.1f} ms, p99 "
+        f"{d['after_restart_answer_to_resumed_ms']['p99']:.1f} ms ({d['samples']} samples)",
+    ]
