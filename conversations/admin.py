@@ -1,14 +1,19 @@
 """Admin: workspaces with their members, conversations (with a link to their live page), turns
-with their event timeline, and who is watching what."""
+with their event timeline, the turns parked on a question (and who holds each), and who is
+watching what."""
 
 import json
 from itertools import groupby
 
 from django.contrib import admin, messages
+from django.contrib.admin.utils import quote
+from django.db.models import Min, Prefetch, Q
+from django.urls import reverse
+from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 
 from . import services
-from .models import Conversation, Membership, Turn, TurnEvent, Watcher, Workspace
+from .models import Conversation, Membership, ParkedTurn, Turn, TurnEvent, Watcher, Workspace
 from .shared import ApplicationError
 
 
@@ -110,6 +115,10 @@ def event_summary(type_: str, data: dict) -> str:
             + (f": {_short(data.get('answer'))}" if data.get("answer") is not None else "")
         ),
         "turn.steered": lambda: f"{_name(data.get('by'))}: {_short(data.get('input'))}",
+        "turn.resumed": lambda: (
+            f"{data.get('reason')}: by {data.get('process')}"
+            + (f" (was {data['previous']})" if data.get("previous") else "")
+        ),
         "turn.failed": lambda: _short(data.get("error", "")),
         "turn.cancelled": lambda: f"stopped by {_name(data.get('by'))}",
     }
@@ -188,6 +197,158 @@ class TurnAdmin(admin.ModelAdmin):
             except ApplicationError as error:
                 self.message_user(request, f"{turn.pk}: {error.message}", messages.WARNING)
         self.message_user(request, f"Asked {stopped} turn(s) to stop.", messages.SUCCESS)
+
+
+# A question's status while it waits (selection's Selection.Status.PENDING): conversations never
+# imports selection, so the parked turns below reach questions through Turn's reverse relation.
+PENDING = "pending"
+
+
+def waited_for(seconds: float) -> str:
+    """A wait in words, to the unit that matters: "45 s", "3 min", "2 h 5 min", "1 d 3 h"."""
+    minutes, seconds = divmod(max(0, int(seconds)), 60)
+    hours, minutes = divmod(minutes, 60)
+    days, hours = divmod(hours, 24)
+    if days:
+        return f"{days} d {hours} h" if hours else f"{days} d"
+    if hours:
+        return f"{hours} h {minutes} min" if minutes else f"{hours} h"
+    return f"{minutes} min" if minutes else f"{seconds} s"
+
+
+class HolderFilter(admin.SimpleListFilter):
+    """Whether a process holds the turn in memory, or nobody does (it is resumed from its
+    journal when its question is settled)."""
+
+    title = "held by"
+    parameter_name = "held"
+
+    def lookups(self, request, model_admin):
+        return [("yes", "a process"), ("no", "nobody")]
+
+    def queryset(self, request, queryset):
+        held = ~Q(runner="") & Q(lease_expires_at__gte=timezone.now())
+        if self.value() == "yes":
+            return queryset.filter(held)
+        if self.value() == "no":
+            return queryset.exclude(held)
+        return queryset
+
+
+@admin.register(ParkedTurn)
+class ParkedTurnAdmin(admin.ModelAdmin):
+    """Turns waiting for an answer, the longest waiting first: what each asks, of whom, for how
+    long, and which process (if any) holds it. Read-only; each links to its turn's page (with
+    the timeline and Stop) and its live page."""
+
+    list_display = [
+        "turn",
+        "conversation",
+        "question",
+        "kind",
+        "addressee",
+        "waited",
+        "held_by",
+        "started_by",
+        "live_page",
+    ]
+    list_display_links = None
+    list_filter = [HolderFilter, "conversation__workspace"]
+    search_fields = ["id", "conversation__id", "conversation__title", "runner"]
+    list_select_related = ["conversation", "started_by"]
+
+    def get_queryset(self, request):
+        # The filter and the Min share one join, so the Min is over pending questions only,
+        # and grouping by turn gives each parked turn once however many questions it has.
+        # The questions shown come in one more query for the page (oldest first).
+        questions = Turn._meta.get_field("selections").related_model.objects
+        return (
+            self.model._default_manager.filter(
+                status=Turn.Status.AWAITING_INPUT, selections__status=PENDING
+            )
+            .annotate(waiting_since=Min("selections__created_at"))
+            .prefetch_related(
+                Prefetch(
+                    "selections",
+                    queryset=questions.filter(status=PENDING)
+                    .select_related("addressee")
+                    .order_by("created_at", "pk"),
+                    to_attr="pending_questions",
+                )
+            )
+            .order_by(*self.get_ordering(request))
+        )
+
+    def get_ordering(self, request):
+        return ["waiting_since"]
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False
+
+    @staticmethod
+    def _question(turn):
+        # Parked turns have at least one; a question settled since the page's first query
+        # leaves none here.
+        return turn.pending_questions[0] if turn.pending_questions else None
+
+    @admin.display(description="turn", ordering="id")
+    def turn(self, turn):
+        url = reverse("admin:conversations_turn_change", args=[quote(turn.pk)])
+        return format_html('<a href="{}">{}</a>', url, turn.pk)
+
+    @admin.display(description="question")
+    def question(self, turn):
+        question = self._question(turn)
+        if question is None:
+            return "—"
+        url = reverse("admin:selection_selection_change", args=[quote(question.pk)])
+        more = len(turn.pending_questions) - 1
+        return format_html(
+            '<a href="{}">{}</a>{}',
+            url,
+            _short(question.prompt, 80),
+            f" (and {more} more)" if more else "",
+        )
+
+    @admin.display(description="kind")
+    def kind(self, turn):
+        question = self._question(turn)
+        return question.kind if question else "—"
+
+    @admin.display(description="addressee")
+    def addressee(self, turn):
+        question = self._question(turn)
+        if question is None or question.addressee is None:
+            return "anyone allowed"
+        return question.addressee
+
+    @admin.display(description="waited", ordering="waiting_since")
+    def waited(self, turn):
+        since = turn.waiting_since
+        return format_html(
+            '<span title="asked at {} UTC">{}</span>',
+            since.strftime("%Y-%m-%d %H:%M:%S"),
+            waited_for((timezone.now() - since).total_seconds()),
+        )
+
+    @admin.display(description="held by")
+    def held_by(self, turn):
+        if not turn.runner or turn.lease_expires_at is None:
+            return "none (released from memory)"
+        if turn.lease_expires_at < timezone.now():
+            # Its process stopped or stalled: the next to claim it resumes it.
+            return f"none (the lease of {turn.runner} ran out)"
+        return turn.runner
+
+    @admin.display(description="live page")
+    def live_page(self, turn):
+        return live_page_link(turn.conversation)
 
 
 @admin.register(TurnEvent)

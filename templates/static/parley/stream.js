@@ -4,10 +4,13 @@
 // and dropped; one beyond the next seq means a hole, and the socket is asked to `resume` from the
 // last seq (the server sends everything after it again, in order). When the socket drops, it
 // reconnects after 1, 2, 4, 8, then 16 seconds (each with jitter, so that a restarted server is
-// not hit by every browser at once) and asks for everything after the last seq. Dropping the
-// socket never stops a turn: only Stop does.
+// not hit by every browser at once) and asks for everything after the last seq. A server that is
+// shutting down closes its sockets with 1012 ("service restart"): a cue to reconnect at once,
+// without waiting (another process, or the restarted one, answers; its turns go on there).
+// Dropping the socket never stops a turn: only Stop does.
 
 const BACKOFF_SECONDS = [1, 2, 4, 8, 16];
+const SERVICE_RESTART = 1012;
 const RESUME_REF = "resume";
 // A resume that brings nothing back this long is given up: the socket is dropped and the
 // reconnect (from the last seq applied) fills the hole instead.
@@ -152,9 +155,17 @@ export class ConversationStream {
       this.onClosedForGood(event.code === 4401 ? "signed-out" : "forbidden");
       return;
     }
+    // Still "live" here means the socket was ready until it closed (see receive): only such a
+    // socket reconnects at once, so a server that closes every new socket during its restart
+    // is not hammered in a loop but met with the backoff.
+    const wasLive = this.state === "live";
     this.stopResumeWatch();
     if (navigator.onLine === false) {
       this.setState("offline"); // the `online` event reconnects
+      return;
+    }
+    if (event.code === SERVICE_RESTART && wasLive) {
+      this.connect();
       return;
     }
     const base = BACKOFF_SECONDS[Math.min(this.attempts, BACKOFF_SECONDS.length - 1)];

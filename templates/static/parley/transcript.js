@@ -1,12 +1,20 @@
 // The transcript, built from the conversation's events in seq order: each person's input, the
 // agent's streamed text (Markdown, rendered safely), tool calls as collapsible rows, questions
-// where they were asked, steering marked as such, and how each turn ended.
+// where they were asked, steering marked as such, where a turn was resumed, and how each turn
+// ended.
 
 import { formatTime, h, personName } from "./dom.js";
 import { renderMarkdown } from "./markdown.js";
 import { QuestionCard } from "./questions.js";
 
 const MAX_SHOWN_JSON = 20000;
+// Why a turn was taken over and resumed from its journal (turn.resumed's reason), in words.
+const RESUMED_WORDS = {
+  process_stopped: "Resumed after its server stopped",
+  handed_back: "Resumed after the server restarted",
+  question_settled: "Resumed when the question was settled",
+  restart: "Resumed after a restart",
+};
 
 function shortArguments(args) {
   const values = Object.values(args || {});
@@ -76,10 +84,7 @@ export class Transcript {
         this.setStatus(turn, "running");
         break;
       case "turn.steered":
-        // Steering can come while the agent is mid-message: that message goes on after the
-        // steering entry, showing only what follows it (see openMessage).
-        if (turn.message) turn.carried += turn.message.streamed.length;
-        this.closeMessage(turn);
+        this.interruptMessage(turn);
         turn.body.append(
           h(
             "div",
@@ -94,6 +99,10 @@ export class Transcript {
             h("div", { class: "entry-text" }, data.input),
           ),
         );
+        break;
+      case "turn.resumed":
+        this.interruptMessage(turn);
+        this.resumed(turn, event);
         break;
       default:
         if (this.terminalTypes.has(event.type)) this.ended(turn, event);
@@ -113,7 +122,8 @@ export class Transcript {
         end,
         status: null,
         message: null,
-        // Text of the agent's current message already shown before a steering entry.
+        // Text of the agent's current message already shown before a steering entry or a
+        // resumed marker.
         carried: 0,
         tools: new Map(),
       };
@@ -169,12 +179,20 @@ export class Transcript {
     }
     turn.carried = 0;
     if (own === "" && message.streamed === "") {
-      // All of it was shown before a steering entry.
+      // All of it was shown before a steering entry or a resumed marker.
       message.element.remove();
       turn.message = null;
       return;
     }
     message.text = own;
+    this.closeMessage(turn);
+  }
+
+  // Steering, or the turn being resumed elsewhere, can come while the agent is mid-message:
+  // what was streamed stays above, and the message goes on below in a new entry that shows only
+  // what follows (its offset; message.completed carries the whole text, see completeMessage).
+  interruptMessage(turn) {
+    if (turn.message) turn.carried += turn.message.streamed.length;
     this.closeMessage(turn);
   }
 
@@ -267,6 +285,23 @@ export class Transcript {
     turn.body.append(card.element);
     if (this.live) card.activate();
     this.setStatus(turn, "awaiting_input");
+  }
+
+  // A small marker where another process took the turn over and went on from its journal:
+  // nothing said before is repeated, so it only says why there was a seam. The processes are
+  // for whoever debugs it, in the tooltip.
+  resumed(turn, event) {
+    const { reason, process, previous } = event.data || {};
+    const by = process ? `Taken over by ${process}${previous ? ` from ${previous}` : ""}` : null;
+    turn.body.append(
+      h(
+        "p",
+        { class: "entry-resumed", dataset: { reason: reason || "" }, title: by },
+        h("span", { class: "entry-resumed-icon", "aria-hidden": "true" }, "↻"),
+        h("span", {}, RESUMED_WORDS[reason] || "Resumed"),
+        h("time", { datetime: event.ts }, formatTime(event.ts)),
+      ),
+    );
   }
 
   ended(turn, event) {
