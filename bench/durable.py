@@ -28,9 +28,10 @@ async def wait_metric(parley, name: str, at_least: float, timeout: float = 600) 
             await asyncio.sleep(0.2)
 
 
-async def park(parley, cids: list[str]) -> None:
+async def park(parley, cids: list[str], pending_before: int) -> None:
     """Start a builtin ``summarize`` turn in each conversation (each parks on a file picker),
-    20 at a time, and wait until every question is pending."""
+    20 at a time, and wait until every question is pending (counted, not listed: a listing of
+    every pending question would itself grow the process's memory)."""
     semaphore = asyncio.Semaphore(20)
 
     async def start(cid):
@@ -38,12 +39,12 @@ async def park(parley, cids: list[str]) -> None:
             await parley.start(cid, "summarize")
 
     await asyncio.gather(*(start(cid) for cid in cids))
-    wanted = set(cids)
-    while True:
-        pending = (await parley.http.get("/api/selections/?status=pending")).json()
-        if wanted <= {question["conversation"] for question in pending}:
-            return
-        await asyncio.sleep(0.2)
+    await wait_metric(parley, "parley_questions_pending", pending_before + len(cids))
+
+
+async def pending_question(parley, cid: str) -> str:
+    state = (await parley.http.get(f"/api/conversations/{cid}/in-flight/")).json()
+    return state["pending_selections"][0]["id"]
 
 
 async def conversations(parley, count: int) -> list[str]:
@@ -97,8 +98,8 @@ async def run(scratch: Path, quick: bool, *, Daphne, Parley, prepare_parley, per
         cids = await conversations(parley, count + samples)
         await asyncio.sleep(1)
         rss = [server.rss]
-        for half in (cids[: count // 2], cids[count // 2 : count]):
-            await park(parley, half)
+        for number, half in enumerate((cids[: count // 2], cids[count // 2 : count])):
+            await park(parley, half, number * (count // 2))
             released = count // 2 if len(rss) == 1 else count
             await wait_metric(parley, "parley_turns_released_total", released)
             await asyncio.sleep(1)
@@ -106,31 +107,25 @@ async def run(scratch: Path, quick: bool, *, Daphne, Parley, prepare_parley, per
         in_memory = await metric(parley, "parley_questions_parked")
         # Latency: an answer to a turn released from memory, until it has resumed.
         resumed, following = [], []
-        pending = {
-            q["conversation"]: q["id"]
-            for q in (await parley.http.get("/api/selections/?status=pending")).json()
-        }
         for cid in cids[:samples]:
-            first, second = await answer_to_resumed(parley, cid, pending[cid])
+            selection_id = await pending_question(parley, cid)
+            first, second = await answer_to_resumed(parley, cid, selection_id)
             resumed.append(first)
             following.append(second)
         # A restart: the process stops (SIGTERM) with turns waiting; a new one starts, and an
         # answer to each resumes it there.
         restart_cids = cids[count : count + samples]
-        await park(parley, restart_cids)
+        await park(parley, restart_cids, count - samples)
     finally:
         await parley.http.aclose()
         server.stop()
     server = start_server(1)
     parley = Parley(server, token)
     try:
-        pending = {
-            q["conversation"]: q["id"]
-            for q in (await parley.http.get("/api/selections/?status=pending")).json()
-        }
         after_restart = []
         for cid in restart_cids:
-            first, _ = await answer_to_resumed(parley, cid, pending[cid])
+            selection_id = await pending_question(parley, cid)
+            first, _ = await answer_to_resumed(parley, cid, selection_id)
             after_restart.append(first)
     finally:
         await parley.http.aclose()
