@@ -15,9 +15,9 @@ which every writer calls last.
 
 Fencing. The writes a turn makes itself (its events, its questions, its end) run only while its
 process still owns it: the turn is locked and its ``runner`` checked in the same transaction
-(``_lock_owned_turn``). A process whose turn was reaped learns it at its next write, or at its
+(``_lock_owned_turn``). A process whose turn was taken over learns it at its next write, or at its
 next lease renewal, and stops that turn. Writes from people and upkeep (answers, steering,
-Stop, expiry, reaping) are made by whichever process receives them, and are not fenced.
+Stop, expiry, claims) are made by whichever process receives them, and are not fenced.
 """
 
 from dataclasses import dataclass
@@ -356,7 +356,8 @@ def turn_finish(
     """End an active turn with its one terminal event; a turn already ended is left alone.
 
     ``process`` is given by the process running the turn: the end is then fenced (TurnLost if
-    it no longer owns the turn). Without it, the turn is ended whoever runs it (reaping).
+    it no longer owns the turn). Without it, the turn is ended whoever runs it (Stop on a turn
+    nobody holds).
     Returns the frames written (none when another writer ended the turn first), so every turn
     gets exactly one of turn.completed, turn.failed and turn.cancelled.
     """
@@ -392,7 +393,7 @@ def turn_finish(
 
 def turns_renew(*, process: str, local_turn_ids: list[str]) -> list[str]:
     """Renew the leases of the turns this process runs. Returns the ids of local turns this
-    process no longer owns (reaped, or ended elsewhere), whose agents it must stop."""
+    process no longer owns (taken over, or ended elsewhere), whose agents it must stop."""
     owned = Turn.objects.filter(
         pk__in=local_turn_ids, runner=process, status__in=Turn.ACTIVE_STATUSES
     )
@@ -519,7 +520,7 @@ def watcher_remove(*, watcher: Watcher) -> None:
 def watchers_upkeep(*, process: str, reap_foreign: bool, forget_others: bool = True) -> None:
     """Renew this process's watchers and (with ``forget_others``) forget those of processes
     that stopped renewing theirs (with ``reap_foreign`` too, those of every other process: see
-    turns_reap)."""
+    turns_unowned)."""
     now = timezone.now()
     Watcher.objects.filter(process=process).update(seen_at=now)
     if not forget_others:

@@ -4,7 +4,9 @@
 - ``context``: the turn context, all an agent may call;
 - ``writer``: the event writer (a turn's events written in batches, in order);
 - ``inbox``: control inboxes (Stop, steering, wake-ups, from any process);
-- ``upkeep``: process upkeep (leases renewed, dead processes' turns and watchers reaped).
+- ``journal``: a turn's journal and its replay, from which a resumed turn is rebuilt;
+- ``upkeep``: process upkeep (leases renewed, turns nobody holds taken over, questions
+  expired, dead processes' watchers forgotten).
 
 Services never import this package: they reach it through ``conversations.seams.turns``, which
 the conversations app fills at start-up.

@@ -60,7 +60,7 @@ class RunningTurn:
             self.agent_task.cancel()
 
     def lose(self) -> None:
-        """Another process ended (reaped) this turn: stop its agent and write nothing more."""
+        """Another process took this turn over (or ended it): stop its agent, write nothing more."""
         self.lost = True
         self.stop()
 
