@@ -202,14 +202,37 @@ LOGGING = {
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
     "root": {"handlers": ["console"], "level": env.str("PARLEY_LOG_LEVEL", default="INFO")},
-    "loggers": {"daphne": {"level": "WARNING"}},
+    # httpx logs every request at INFO; the openai SDK logs requests (headers too) at DEBUG.
+    "loggers": {
+        "daphne": {"level": "WARNING"},
+        "httpx": {"level": "WARNING"},
+        "openai": {"level": "WARNING"},
+    },
 }
 
 # Parley itself.
 PARLEY_FILES_ROOT = Path(env.str("PARLEY_FILES_ROOT", default=str(VAR_DIR / "files")))
 # Agent backends by name, loaded by dotted path; PARLEY_AGENTS (a JSON object) adds or replaces.
+# A model served over the OpenAI protocol (OpenAI, vLLM, Ollama, llama.cpp, a gateway): the
+# agent named "openai" exists only once PARLEY_LLM_MODEL is set. The key is sent to that server
+# and nowhere else (never to the page, the events or the logs).
+PARLEY_LLM_BASE_URL = env.str("PARLEY_LLM_BASE_URL", default="https://api.openai.com/v1")
+PARLEY_LLM_API_KEY = env.str("PARLEY_LLM_API_KEY", default="")
+PARLEY_LLM_MODEL = env.str("PARLEY_LLM_MODEL", default="")
+# Other models a conversation may pick when it is created (the default is always offered).
+PARLEY_LLM_MODELS = env.list("PARLEY_LLM_MODELS", default=[])
+# How long one model request may take, how often a 429 or 5xx is tried again, and how many
+# model calls one turn may make.
+PARLEY_LLM_TIMEOUT_SECONDS = env.float("PARLEY_LLM_TIMEOUT_SECONDS", default=120.0)
+PARLEY_LLM_MAX_RETRIES = env.int("PARLEY_LLM_MAX_RETRIES", default=3)
+PARLEY_LLM_MAX_STEPS = env.int("PARLEY_LLM_MAX_STEPS", default=25)
+# The earlier turns given to the model, trimmed from the oldest to about this many tokens.
+PARLEY_LLM_HISTORY_TOKENS = env.int("PARLEY_LLM_HISTORY_TOKENS", default=24_000)
+# The most of a file the model reads at once.
+PARLEY_LLM_READ_MAX_BYTES = env.int("PARLEY_LLM_READ_MAX_BYTES", default=64 * 1024)
 PARLEY_AGENTS = {
     "builtin": "conversations.agents.builtin.BuiltinAgent",
+    **({"openai": "conversations.agents.llm.OpenAIAgent"} if PARLEY_LLM_MODEL else {}),
     **env.json("PARLEY_AGENTS", default={}),
 }
 PARLEY_DEFAULT_AGENT = env.str("PARLEY_DEFAULT_AGENT", default="builtin")

@@ -44,6 +44,7 @@ class ConversationOutputSerializer(serializers.Serializer):
     workspace = serializers.CharField(source="workspace.slug")
     title = serializers.CharField()
     agent = serializers.CharField()
+    model = serializers.CharField(help_text="The model its agent uses ('' for its default)")
     created_by = PersonSerializer(allow_null=True)
     created_at = serializers.DateTimeField()
     latest_seq = serializers.IntegerField(source="last_seq")
@@ -100,6 +101,12 @@ class ConversationListCreateApi(APIView):
         workspace = serializers.SlugField()
         title = serializers.CharField(max_length=200)
         agent = serializers.CharField(max_length=50, required=False)
+        model = serializers.CharField(
+            max_length=100,
+            required=False,
+            allow_blank=True,
+            help_text="One of the models the agent offers (see PARLEY_LLM_MODELS)",
+        )
 
     @extend_schema(
         parameters=[OpenApiParameter("workspace", str, description="Only this workspace (slug)")],
@@ -133,6 +140,7 @@ class ConversationListCreateApi(APIView):
             user=request.user,
             title=payload.validated_data["title"],
             agent=payload.validated_data.get("agent"),
+            model=payload.validated_data.get("model", ""),
         )
         conversation = selectors.conversation_with_state(conversation_id=conversation.pk)
         return Response(
@@ -151,6 +159,9 @@ class TurnStartApi(APIView):
     class InputSerializer(serializers.Serializer):
         input = serializers.CharField(trim_whitespace=True)
         interactive = serializers.BooleanField(default=True)
+        confirm_writes = serializers.BooleanField(
+            default=True, help_text="false: the agent writes and renames files without asking"
+        )
 
     class OutputSerializer(serializers.Serializer):
         turn = serializers.CharField()
@@ -179,6 +190,7 @@ class TurnStartApi(APIView):
             user=request.user,
             input=payload.validated_data["input"],
             interactive=payload.validated_data["interactive"],
+            confirm_writes=payload.validated_data["confirm_writes"],
         )
         body = {"turn": turn.pk, "conversation": conversation.pk, "seq": started.seq}
         return Response(self.OutputSerializer(body).data, status=status.HTTP_202_ACCEPTED)

@@ -211,16 +211,18 @@ class ConversationConsumer(AsyncWebsocketConsumer):
     # Frame handlers: each checks access, calls a service, and returns what the ack carries.
 
     async def frame_turn_start(self, frame: dict) -> dict:
-        interactive = frame.get("interactive", True)
-        if not isinstance(interactive, bool):
-            raise ApplicationError("invalid", "interactive: must be true or false.")
-        turn, started = await run_db(self._turn_start, frame.get("input"), interactive)
+        options = {}
+        for name in ("interactive", "confirm_writes"):
+            options[name] = frame.get(name, True)
+            if not isinstance(options[name], bool):
+                raise ApplicationError("invalid", f"{name}: must be true or false.")
+        turn, started = await run_db(self._turn_start, frame.get("input"), options)
         return {"turn": turn.pk, "seq": started.seq}
 
-    def _turn_start(self, text, interactive: bool):
+    def _turn_start(self, text, options: dict):
         conversation = self._conversation_to_act_on("start turns")
         return services.turn_start(
-            conversation=conversation, user=self.scope["user"], input=text, interactive=interactive
+            conversation=conversation, user=self.scope["user"], input=text, **options
         )
 
     async def frame_resume(self, frame: dict) -> dict:

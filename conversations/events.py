@@ -20,6 +20,7 @@ class EventType(models.TextChoices):
     SELECTION_RESOLVED = "selection.resolved"
     TURN_STEERED = "turn.steered"
     TURN_RESUMED = "turn.resumed"
+    TURN_NOTICE = "turn.notice"
     TURN_COMPLETED = "turn.completed"
     TURN_FAILED = "turn.failed"
     TURN_CANCELLED = "turn.cancelled"

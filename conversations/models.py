@@ -66,6 +66,8 @@ class Conversation(models.Model):
     workspace = models.ForeignKey(Workspace, on_delete=models.CASCADE, related_name="conversations")
     title = models.CharField(max_length=200)
     agent = models.CharField(max_length=50)
+    # The model its agent uses, for an agent that offers several ('' for the agent's default).
+    model = models.CharField(max_length=100, blank=True)
     created_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+"
     )
@@ -118,6 +120,8 @@ class Turn(models.Model):
         settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+"
     )
     interactive = models.BooleanField(default=True)
+    # Whether its agent asks before it writes or renames a file (started with false: it does not).
+    confirm_writes = models.BooleanField(default=True)
     status = models.CharField(max_length=20, choices=Status.choices, default=Status.QUEUED)
     error = models.TextField(blank=True)
     cancel_requested_at = models.DateTimeField(null=True, blank=True)

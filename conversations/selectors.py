@@ -90,6 +90,50 @@ def turn_history(*, turn: Turn, limit: int = 20) -> list[dict]:
     ]
 
 
+# What a model is told of earlier turns: everything but the text deltas (their messages carry the
+# whole text) and the turn's own start and end (its input and status say it).
+TRANSCRIPT_EVENT_TYPES = (
+    TurnEvent.Type.MESSAGE_COMPLETED,
+    TurnEvent.Type.TOOL_STARTED,
+    TurnEvent.Type.TOOL_COMPLETED,
+    TurnEvent.Type.SELECTION_REQUESTED,
+    TurnEvent.Type.SELECTION_RESOLVED,
+    TurnEvent.Type.TURN_STEERED,
+)
+
+
+def turn_transcripts(
+    *, conversation_id: str, before, exclude_turn_id: str, limit: int = 50
+) -> list[dict]:
+    """The conversation's turns created before ``before`` (the newest ``limit``), oldest first,
+    each with ``input``, ``by``, ``status`` and its ``events`` (``{"type", "data"}``) of
+    TRANSCRIPT_EVENT_TYPES in order."""
+    earlier = list(
+        Turn.objects.filter(conversation_id=conversation_id, created_at__lt=before)
+        .exclude(pk=exclude_turn_id)
+        .select_related("started_by")
+        .order_by("-created_at")[:limit]
+    )
+    earlier.reverse()
+    events: dict[str, list[dict]] = {t.pk: [] for t in earlier}
+    for turn_id, type_, data in (
+        TurnEvent.objects.filter(turn__in=earlier, type__in=TRANSCRIPT_EVENT_TYPES)
+        .order_by("seq")
+        .values_list("turn_id", "type", "data")
+    ):
+        events[turn_id].append({"type": type_, "data": data})
+    return [
+        {
+            "turn": t.pk,
+            "input": t.input,
+            "by": t.started_by.get_username() if t.started_by else None,
+            "status": t.status,
+            "events": events[t.pk],
+        }
+        for t in earlier
+    ]
+
+
 def in_flight_for_user(*, user) -> QuerySet[Conversation]:
     """Every conversation the person can see that has an active turn."""
     return conversations_for_user(user=user).filter(active_turn_id__isnull=False)

@@ -30,6 +30,7 @@ from django.db.models import F, Q
 from django.utils import timezone
 
 from . import seams
+from .agents import agent_models
 from .broadcast import hub
 from .events import Frame, FrameEncoder, encode
 from .models import Conversation, Membership, Turn, TurnEvent, TurnStep, Watcher, Workspace
@@ -181,9 +182,11 @@ def turn_steps_record(*, turn_id: str, steps) -> None:
 
 
 def conversation_create(
-    *, workspace: Workspace, user, title: str, agent: str | None = None
+    *, workspace: Workspace, user, title: str, agent: str | None = None, model: str = ""
 ) -> Conversation:
-    """Create a conversation. Raises ApplicationError for a blank title or an unknown agent."""
+    """Create a conversation. ``model`` picks one of the models its agent offers ('' for the
+    agent's default). Raises ApplicationError for a blank title, an unknown agent or a model
+    the agent does not offer."""
     title = (title or "").strip()
     if not title:
         raise ApplicationError("invalid", "title: may not be blank.")
@@ -191,8 +194,17 @@ def conversation_create(
     if agent not in settings.PARLEY_AGENTS:
         known = ", ".join(sorted(settings.PARLEY_AGENTS))
         raise ApplicationError("unknown_agent", f"No agent named '{agent}'; known: {known}.")
+    model = (model or "").strip()
+    if model:
+        offered = agent_models(agent)
+        if model not in offered:
+            choices = ", ".join(offered) if offered else "none (it has one model)"
+            raise ApplicationError(
+                "invalid",
+                f"model: the agent '{agent}' offers no model '{model}'; it offers {choices}.",
+            )
     return Conversation.objects.create(
-        workspace=workspace, title=title[:200], agent=agent, created_by=user
+        workspace=workspace, title=title[:200], agent=agent, model=model, created_by=user
     )
 
 
@@ -222,9 +234,15 @@ def _clean_input(text) -> str:
 
 
 def turn_start(
-    *, conversation: Conversation, user, input: str, interactive: bool = True
+    *,
+    conversation: Conversation,
+    user,
+    input: str,
+    interactive: bool = True,
+    confirm_writes: bool = True,
 ) -> tuple[Turn, Frame]:
-    """Start a turn and return it with its ``turn.started`` frame.
+    """Start a turn and return it with its ``turn.started`` frame. ``confirm_writes`` false
+    lets its agent write and rename files without asking first.
 
     The turn and its first event are committed before this returns, so the turn can be tailed
     the moment its id is known; the runner starts once the transaction commits.
@@ -245,10 +263,13 @@ def turn_start(
                 input=text,
                 started_by=user,
                 interactive=interactive,
+                confirm_writes=confirm_writes,
                 lease_expires_at=_lease_end() if here else None,
                 **here,
             )
             data = {"input": text, "started_by": person(user), "interactive": interactive}
+            if not confirm_writes:
+                data["confirm_writes"] = False
             (frame,) = append_events(
                 conversation_id=conversation.pk,
                 turn_id=turn.pk,
@@ -351,7 +372,12 @@ def turn_cancel(*, conversation: Conversation, user, turn_id: str) -> Turn:
 
 
 def turn_finish(
-    *, turn_id: str, status: str, error: str = "", process: str | None = None
+    *,
+    turn_id: str,
+    status: str,
+    error: str = "",
+    process: str | None = None,
+    usage: dict | None = None,
 ) -> list[Frame]:
     """End an active turn with its one terminal event; a turn already ended is left alone.
 
@@ -359,7 +385,8 @@ def turn_finish(
     it no longer owns the turn). Without it, the turn is ended whoever runs it (Stop on a turn
     nobody holds).
     Returns the frames written (none when another writer ended the turn first), so every turn
-    gets exactly one of turn.completed, turn.failed and turn.cancelled.
+    gets exactly one of turn.completed, turn.failed and turn.cancelled. ``usage`` (the tokens
+    its model used) goes into the terminal event's data.
     """
     if status not in Turn.TERMINAL_EVENT_OF_STATUS:
         raise ValueError(f"{status!r} is not a terminal status")
@@ -384,6 +411,8 @@ def turn_finish(
             data = {"by": person(turn.cancelled_by)}
         else:
             data = {}
+        if usage:
+            data["usage"] = usage
         return frames + append_events(
             conversation_id=turn.conversation_id,
             turn_id=turn.pk,

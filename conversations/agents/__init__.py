@@ -19,6 +19,10 @@ from django.utils.module_loading import import_string
 from ..shared import ApplicationError
 
 
+class AgentError(Exception):
+    """Raised by an agent to fail its turn with a message meant for people, shown as it is."""
+
+
 class Agent:
     """An agent backend. Subclasses implement :meth:`run`; one instance serves one turn.
 
@@ -29,6 +33,11 @@ class Agent:
 
     resumable = False
 
+    @classmethod
+    def models(cls) -> list[str]:
+        """The models a conversation may pick for this agent (none: it has one)."""
+        return []
+
     async def run(self, ctx) -> None:
         """Do the turn's work through ``ctx``. Raising fails the turn with the error."""
         raise NotImplementedError
@@ -38,6 +47,12 @@ def agent_is_resumable(name: str) -> bool:
     """Whether turns of the agent configured under ``name`` can be resumed (False if none is)."""
     path = settings.PARLEY_AGENTS.get(name)
     return path is not None and bool(getattr(import_string(path), "resumable", False))
+
+
+def agent_models(name: str) -> list[str]:
+    """The models the agent configured under ``name`` offers (empty if it offers no choice)."""
+    path = settings.PARLEY_AGENTS.get(name)
+    return list(import_string(path).models()) if path is not None else []
 
 
 def load_agent(name: str) -> Agent:

@@ -94,9 +94,11 @@ class TurnContext:
     """What an agent sees of its turn, and the only way it acts.
 
     Attributes: ``input`` (the person's request), ``history`` (earlier turns: input, by, reply,
-    status), ``interactive`` (whether someone can answer questions), ``files_root`` (the
-    workspace's folder on disk), ``started_by`` (who asked), ``replaying`` (true while a
-    resumed turn re-runs what it had done: see conversations.runtime.journal).
+    status), ``interactive`` (whether someone can answer questions), ``confirm_writes``
+    (whether to ask before writing or renaming files), ``model`` (the model the conversation
+    picked, '' for the agent's default), ``files_root`` (the workspace's folder on disk),
+    ``started_by`` (who asked), ``replaying`` (true while a resumed turn re-runs what it had
+    done: see conversations.runtime.journal), ``usage`` (tokens used, see :meth:`add_usage`).
 
     Make context calls one at a time (not from tasks running side by side), and decide only on
     what the context returns, never on the clock or on chance: that is what lets a resumed turn
@@ -117,6 +119,10 @@ class TurnContext:
         self.input = turn.input
         self.history = history
         self.interactive = turn.interactive
+        self.confirm_writes = turn.confirm_writes
+        self.model = turn.conversation.model
+        self.usage: dict[str, int] = {}
+        self._created_at = turn.created_at
         self.files_root = turn.conversation.workspace.files_root
         self.started_by = turn.started_by.get_username() if turn.started_by else None
         self._writer = writer
@@ -316,6 +322,58 @@ class TurnContext:
         self._writer.emit_step(self._new_step("step", name, arguments, said, {"value": value}))
         await self._writer.throttle()
         return value
+
+    async def streamed_step(self, name: str, fn, arguments: dict | None = None):
+        """A :meth:`step` that streams text to people as it goes (a model's reply): ``fn`` is a
+        coroutine function given one argument, ``say`` (as :meth:`say`), and returns the
+        outcome (JSON). The outcome and how much was said are recorded: a resumed turn says
+        that text again (matching what is stored, so nothing is shown twice) and gets the
+        outcome back without calling ``fn``. Cut short by the process stopping, the text it
+        had streamed stays as it was (ended as a message), and ``fn`` runs again, live."""
+        arguments = arguments or {}
+        self._check()
+        if self._replay is not None and (cut := self._replay.cut_short(self._said)):
+            await self.say(cut)
+            await self.end_message()
+        said = self._said
+        recorded = self._replay_step("step", name, arguments)
+        if recorded is not None:
+            chars = recorded.outcome["chars"]
+            await self.say(self._journal.text[said : said + chars])
+            return recorded.outcome["value"]
+        value = await fn(self.say)
+        outcome = {"value": value, "chars": self._said - said}
+        self._writer.emit_step(self._new_step("step", name, arguments, said, outcome))
+        await self._writer.throttle()
+        return value
+
+    # Notices and usage -----------------------------------------------------------------------
+
+    def notice(self, kind: str, text: str) -> None:
+        """Tell everyone watching something about the turn's progress that is not the agent's
+        reply (a ``turn.notice`` event), e.g. that the model server is busy and is tried
+        again. A resumed turn does not repeat the notices of what it replays."""
+        self._check()
+        if self._replay is None:
+            self._writer.emit(EventType.TURN_NOTICE, {"kind": kind, "text": text})
+
+    def add_usage(self, usage: dict | None) -> None:
+        """Count tokens a model used (``prompt_tokens``, ``completion_tokens``,
+        ``total_tokens``); the sum goes into the turn's terminal event."""
+        for key, value in (usage or {}).items():
+            if isinstance(value, int) and not isinstance(value, bool):
+                self.usage[key] = self.usage.get(key, 0) + value
+
+    async def transcript(self) -> list[dict]:
+        """The conversation's earlier turns as stored: for each, ``input``, ``by``, ``status``
+        and ``events`` (``{"type", "data"}``: whole messages, tool calls, questions and their
+        answers, steering; no text deltas), oldest first. The same on a resumed turn."""
+        return await run_db(
+            selectors.turn_transcripts,
+            conversation_id=self.conversation_id,
+            before=self._created_at,
+            exclude_turn_id=self.turn_id,
+        )
 
     # Steering --------------------------------------------------------------------------------
 

@@ -103,6 +103,13 @@ class Replay:
             raise JournalMismatch(f"it said something else after {said} characters")
         return text[len(stored) :]
 
+    def cut_short(self, said: int) -> str:
+        """Text stored after the last recorded step, beyond what the agent has said: what a
+        streamed step had said when its process stopped ('' if there is none)."""
+        if self._upcoming() is not None:
+            return ""
+        return self.journal.text[said:]
+
     def step(self, kind: str, name: str, step_digest: str, said: int) -> Step | None:
         """The recorded step the agent takes now, or None when it is a new one (run it live).
         Raises JournalMismatch if the journal records another step (or more text) here."""

@@ -15,7 +15,7 @@ import logging
 from django.conf import settings
 
 from .. import seams, selectors, services
-from ..agents import load_agent
+from ..agents import AgentError, load_agent
 from ..dbthreads import run_db, run_db_retrying
 from ..events import EventType
 from ..metrics import TURNS_RESUMED, TURNS_RUNNING, WAKEUPS_RECOVERED
@@ -250,7 +250,8 @@ class TurnRunner:
         finally:
             writer.abandon()
             if not running.lost:
-                await self._finish(running, *outcome)
+                usage = running.context.usage if running.context is not None else None
+                await self._finish(running, *outcome, usage=usage)
             inbox.close()
 
     async def _resumed(self, turn: Turn, writer: EventWriter, reason: str) -> Journal | None:
@@ -292,7 +293,9 @@ class TurnRunner:
         except Exception:
             logger.warning("Could not hand turn %s back; its lease will", running.turn_id)
 
-    async def _finish(self, running: RunningTurn, status: str, error: str) -> None:
+    async def _finish(
+        self, running: RunningTurn, status: str, error: str, usage: dict | None = None
+    ) -> None:
         """Write the turn's one terminal event, unless this process no longer owns the turn."""
         try:
             await run_db_retrying(
@@ -301,6 +304,7 @@ class TurnRunner:
                 status=status,
                 error=error,
                 process=process_id(),
+                usage=usage,
             )
         except services.TurnLost:
             logger.warning("Turn %s was ended by another process", running.turn_id)
@@ -332,6 +336,8 @@ class TurnRunner:
 
 
 def _describe(exc: BaseException) -> str:
+    if isinstance(exc, AgentError):
+        return str(exc)
     return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
 
 

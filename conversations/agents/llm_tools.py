@@ -1,0 +1,280 @@
+"""The tools Parley gives a model: work on the workspace's files (list, read, search, write,
+rename), and ask people, one tool per question kind. Each tool's arguments are checked against
+its JSON schema before it runs; a bad argument goes back to the model as the tool's error."""
+
+import os
+from pathlib import Path
+
+from django.conf import settings
+from jsonschema import Draft202012Validator
+
+from ..files import MAX_TEXT_BYTES, UnsafePath, list_folder, relative_path, resolve_inside
+
+# Most entries a listing returns, matches a search returns, and characters a write may hold.
+MAX_LISTED = 200
+MAX_MATCHES = 100
+MAX_WRITE_CHARS = 1_000_000
+
+_PATH = {"type": "string", "maxLength": 1024}
+_ADDRESSEE = {
+    "type": "string",
+    "description": "Username of the one person who should answer (else anyone who may act)",
+}
+_TIMEOUT = {
+    "type": "number",
+    "exclusiveMinimum": 0,
+    "maximum": 86400,
+    "description": "Seconds before the question expires (default: Parley's setting)",
+}
+_PROMPT = {"type": "string", "minLength": 1, "maxLength": 2000}
+_OPTION = {
+    "type": "object",
+    "properties": {
+        "label": {"type": "string", "minLength": 1},
+        "value": {"type": "string", "minLength": 1},
+        "description": {"type": "string"},
+    },
+    "required": ["label", "value"],
+    "additionalProperties": False,
+}
+
+
+def _object(properties: dict, required: list[str]) -> dict:
+    return {
+        "type": "object",
+        "properties": properties,
+        "required": required,
+        "additionalProperties": False,
+    }
+
+
+FILE_TOOLS = {
+    "list_files": (
+        "List a folder of the workspace's files (folders first). Paths are relative to the "
+        "workspace's root; '' is the root.",
+        _object({"path": _PATH}, []),
+    ),
+    "read_file": (
+        "Read a text file of the workspace. Long files are cut: read on with 'offset' (in "
+        "characters).",
+        _object({"path": _PATH, "offset": {"type": "integer", "minimum": 0}}, ["path"]),
+    ),
+    "search_files": (
+        "Find the lines of the workspace's text files that contain a text (case-insensitive), "
+        "inside 'path' ('' for everywhere).",
+        _object(
+            {"text": {"type": "string", "minLength": 1, "maxLength": 200}, "path": _PATH}, ["text"]
+        ),
+    ),
+    "write_file": (
+        "Write a text file (created, or replaced whole), making its folders. People are asked "
+        "to confirm first unless the turn was started without confirmation.",
+        _object(
+            {"path": _PATH, "content": {"type": "string", "maxLength": MAX_WRITE_CHARS}},
+            ["path", "content"],
+        ),
+    ),
+    "rename_file": (
+        "Rename or move a file or folder inside the workspace; the new path must be free. "
+        "People are asked to confirm first unless the turn was started without confirmation.",
+        _object({"path": _PATH, "new_path": _PATH}, ["path", "new_path"]),
+    ),
+}
+
+ASK_TOOLS = {
+    "ask_choice": (
+        "choice",
+        "Ask the team to choose among options; the answer is the chosen value (a list of "
+        "values with 'multiple'; free text with 'allow_freeform').",
+        _object(
+            {
+                "prompt": _PROMPT,
+                "options": {"type": "array", "items": _OPTION, "minItems": 1, "maxItems": 50},
+                "multiple": {"type": "boolean"},
+                "allow_freeform": {"type": "boolean"},
+                "min_choices": {"type": "integer", "minimum": 0},
+                "max_choices": {"type": "integer", "minimum": 1},
+                "addressee": _ADDRESSEE,
+                "timeout": _TIMEOUT,
+            },
+            ["prompt", "options"],
+        ),
+    ),
+    "ask_path": (
+        "path",
+        "Ask the team to pick a file or folder of the workspace; the answer is its path.",
+        _object(
+            {
+                "prompt": _PROMPT,
+                "mode": {"type": "string", "enum": ["file", "folder", "any"]},
+                "root": {**_PATH, "description": "Only inside this folder ('' for the root)"},
+                "addressee": _ADDRESSEE,
+                "timeout": _TIMEOUT,
+            },
+            ["prompt"],
+        ),
+    ),
+    "ask_text": (
+        "text",
+        "Ask the team to type an answer.",
+        _object({"prompt": _PROMPT, "addressee": _ADDRESSEE, "timeout": _TIMEOUT}, ["prompt"]),
+    ),
+    "ask_confirm": (
+        "confirm",
+        "Ask the team yes or no; the answer is true or false.",
+        _object({"prompt": _PROMPT, "addressee": _ADDRESSEE, "timeout": _TIMEOUT}, ["prompt"]),
+    ),
+    "ask_form": (
+        "form",
+        "Ask the team to fill a small form, described by a flat JSON schema (an object of "
+        "string, number, integer, boolean or enum fields); the answer is the fields' values.",
+        _object(
+            {
+                "prompt": _PROMPT,
+                "schema": {"type": "object"},
+                "addressee": _ADDRESSEE,
+                "timeout": _TIMEOUT,
+            },
+            ["prompt", "schema"],
+        ),
+    ),
+}
+
+_VALIDATORS = {name: Draft202012Validator(schema) for name, (_, schema) in FILE_TOOLS.items()}
+_VALIDATORS.update(
+    {name: Draft202012Validator(schema) for name, (_, _, schema) in ASK_TOOLS.items()}
+)
+
+
+def tool_definitions() -> list[dict]:
+    """The tools, as the Chat Completions API takes them."""
+
+    def function(name, description, schema):
+        return {
+            "type": "function",
+            "function": {"name": name, "description": description, "parameters": schema},
+        }
+
+    return [function(name, text, schema) for name, (text, schema) in FILE_TOOLS.items()] + [
+        function(name, text, schema) for name, (_, text, schema) in ASK_TOOLS.items()
+    ]
+
+
+def argument_errors(name: str, arguments) -> str | None:
+    """Why these arguments do not fit the tool (None if they do)."""
+    validator = _VALIDATORS.get(name)
+    if validator is None:
+        return f"There is no tool named '{name}'."
+    errors = sorted(validator.iter_errors(arguments), key=lambda e: list(e.path))
+    if not errors:
+        return None
+    where = lambda e: "/".join(str(p) for p in e.path) or "arguments"  # noqa: E731
+    return "Invalid arguments: " + "; ".join(f"{where(e)}: {e.message}" for e in errors[:5])
+
+
+class ToolFailed(Exception):
+    """A tool could not do what it was asked; the message goes back to the model."""
+
+
+def _inside(root: Path, relative: str) -> Path:
+    try:
+        return resolve_inside(root, relative)
+    except UnsafePath as exc:
+        raise ToolFailed(str(exc)) from None
+
+
+def list_files(root: Path, path: str = "") -> dict:
+    try:
+        entries = list_folder(root, path)
+    except UnsafePath as exc:
+        raise ToolFailed(str(exc)) from None
+    except FileNotFoundError:
+        raise ToolFailed(f"There is no folder '{path}'.") from None
+    except NotADirectoryError:
+        raise ToolFailed(f"'{path}' is a file, not a folder.") from None
+    listed = [entry.as_dict() for entry in entries[:MAX_LISTED]]
+    return {"path": path, "entries": listed, "more": max(0, len(entries) - MAX_LISTED)}
+
+
+def _read_text(target: Path, path: str) -> str:
+    if not target.is_file():
+        raise ToolFailed(f"There is no file '{path}'.")
+    data = target.read_bytes()[: MAX_TEXT_BYTES + 1] if target.stat().st_size else b""
+    if b"\x00" in data[:8192]:
+        raise ToolFailed(f"'{path}' is not a text file.")
+    return data.decode("utf-8", errors="replace")
+
+
+def read_file(root: Path, path: str, offset: int = 0) -> dict:
+    target = _inside(root, path)
+    text = _read_text(target, path)
+    limit = settings.PARLEY_LLM_READ_MAX_BYTES
+    part = text[offset : offset + limit]
+    return {
+        "path": relative_path(root, target),
+        "offset": offset,
+        "content": part,
+        "characters": len(text),
+        "truncated": offset + len(part) < len(text),
+    }
+
+
+def search_files(root: Path, text: str, path: str = "") -> dict:
+    base = _inside(root, path)
+    if not base.is_dir():
+        raise ToolFailed(f"There is no folder '{path}'.")
+    needle = text.lower()
+    matches = []
+    resolved_root = root.resolve()
+    for folder, folders, files in os.walk(base):
+        folders[:] = sorted(f for f in folders if not f.startswith("."))
+        for name in sorted(files):
+            file = Path(folder) / name
+            if name.startswith(".") or file.is_symlink() or file.stat().st_size > MAX_TEXT_BYTES:
+                continue
+            try:
+                content = _read_text(file, name)
+            except ToolFailed:
+                continue
+            for number, line in enumerate(content.splitlines(), start=1):
+                if needle in line.lower():
+                    matches.append(
+                        {
+                            "path": file.relative_to(resolved_root).as_posix(),
+                            "line": number,
+                            "text": line.strip()[:200],
+                        }
+                    )
+                    if len(matches) >= MAX_MATCHES:
+                        return {"text": text, "matches": matches, "more": True}
+    return {"text": text, "matches": matches, "more": False}
+
+
+def file_exists(root: Path, path: str) -> bool:
+    return _inside(root, path).exists()
+
+
+def write_file(root: Path, path: str, content: str) -> dict:
+    target = _inside(root, path)
+    if target == root.resolve() or target.is_dir():
+        raise ToolFailed(f"'{path}' is a folder.")
+    created = not target.exists()
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(content, encoding="utf-8")
+    return {"path": relative_path(root, target), "created": created, "characters": len(content)}
+
+
+def rename_file(root: Path, path: str, new_path: str) -> dict:
+    source = _inside(root, path)
+    target = _inside(root, new_path)
+    if source == root.resolve():
+        raise ToolFailed("The workspace's root cannot be renamed.")
+    if not source.exists():
+        raise ToolFailed(f"There is no file or folder '{path}'.")
+    if target.exists():
+        raise ToolFailed(f"'{new_path}' already exists.")
+    if source in target.parents:
+        raise ToolFailed("A folder cannot be moved inside itself.")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    source.rename(target)
+    return {"path": relative_path(root, source), "new_path": relative_path(root, target)}
