@@ -538,3 +538,44 @@ def test_a_turn_parked_on_the_models_question_resumes_after_a_restart_without_as
     assert "".join(d["data"]["text"] for d in of_type(events, "message.delta")) == (
         "I need to know. You chose two."
     )
+
+
+def test_a_turn_nobody_can_answer_tells_the_model_so_and_writes_nothing_unconfirmed(
+    start_parley, model, people
+):
+    model.script(
+        llm.tool_calls(("ask_text", {"prompt": "Which one?"})),
+        llm.tool_calls(("write_file", {"path": "out.md", "content": "x"})),
+        llm.text("I could not ask, so I wrote nothing."),
+    )
+    server = start_parley()
+    with server.client(people.alice) as client:
+        cid = conversation(client)
+        start(client, cid, interactive=False)
+        events = finished(client, cid)
+    assert events[-1]["type"] == "turn.completed"
+    assert not of_type(events, "selection.requested")
+    assert not (people.workspace.files_root / "out.md").exists()
+    first, second, third = model.wait_requests(3)
+    assert "Nobody can answer questions in this turn" in first["messages"][0]["content"]
+    assert last_tool_result(second)["status"] == "unavailable"
+    assert last_tool_result(third)["status"] == "not_confirmed"
+
+
+def test_the_per_turn_question_cap_holds_for_the_model(start_parley, model, people):
+    model.script(
+        llm.tool_calls(("ask_confirm", {"prompt": "First?"})),
+        llm.tool_calls(("ask_confirm", {"prompt": "Second?"})),
+        llm.text("Enough questions."),
+    )
+    server = start_parley(PARLEY_MAX_QUESTIONS_PER_TURN="1")
+    with server.client(people.bob) as client:
+        cid = conversation(client)
+        start(client, cid)
+        question = wait_pending(client, cid)
+        assert reply(client, question["id"], answer=True).status_code == 200
+        events = finished(client, cid)
+    assert len(of_type(events, "selection.requested")) == 1
+    assert events[-1]["type"] == "turn.completed"
+    third = model.wait_requests(3)[2]
+    assert last_tool_result(third)["status"] == "limit_reached"
