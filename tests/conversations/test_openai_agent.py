@@ -579,3 +579,35 @@ def test_the_per_turn_question_cap_holds_for_the_model(start_parley, model, peop
     assert events[-1]["type"] == "turn.completed"
     third = model.wait_requests(3)[2]
     assert last_tool_result(third)["status"] == "limit_reached"
+
+
+def test_a_reply_cut_by_a_crash_keeps_what_it_streamed_and_the_model_is_asked_again(
+    start_parley, model, people
+):
+    model.script(llm.held("The first half"), llm.text("A whole new answer."))
+    first = start_parley()
+    with first.client(people.alice) as client:
+        cid = conversation(client)
+        start(client, cid)
+        wait_until(
+            lambda: (
+                "".join(
+                    e["data"]["text"] for e in of_type(all_events(client, cid), "message.delta")
+                )
+                == "The first half"
+            ),
+            what="the first half stored",
+        )
+    kill(first)
+    second = start_parley(PARLEY_TURN_LEASE_SECONDS="3")
+    with second.client(people.alice) as client:
+        events = finished(client, cid, timeout=60)
+    assert events[-1]["type"] == "turn.completed"
+    assert of_type(events, "turn.resumed")
+    texts = [e["data"]["text"] for e in of_type(events, "message.completed")]
+    assert texts == ["The first half", "A whole new answer."]
+    assert "".join(d["data"]["text"] for d in of_type(events, "message.delta")) == (
+        "The first halfA whole new answer."
+    )
+    assert len(model.requests) == 2
+    assert model.requests[1]["messages"] == model.requests[0]["messages"]
