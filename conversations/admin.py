@@ -1,13 +1,13 @@
 """Admin: workspaces with their members, conversations (with a link to their live page), turns
-with their event timeline, the turns parked on a question (and who holds each), and who is
-watching what."""
+with their event timeline and the tokens their model used, the turns parked on a question (and
+who holds each), and who is watching what."""
 
 import json
 from itertools import groupby
 
 from django.contrib import admin, messages
 from django.contrib.admin.utils import quote
-from django.db.models import Min, Prefetch, Q
+from django.db.models import JSONField, Min, OuterRef, Prefetch, Q, Subquery
 from django.urls import reverse
 from django.utils import timezone
 from django.utils.html import format_html, format_html_join
@@ -73,12 +73,13 @@ class ConversationAdmin(admin.ModelAdmin):
         "id",
         "workspace",
         "agent",
+        "model",
         "last_seq",
         "created_by",
         "created_at",
         "live_page",
     ]
-    list_filter = ["workspace", "agent"]
+    list_filter = ["workspace", "agent", "model"]
     search_fields = ["id", "title", "workspace__name"]
     readonly_fields = ["id", "last_seq", "created_at"]
     autocomplete_fields = ["workspace", "created_by"]
@@ -119,16 +120,53 @@ def event_summary(type_: str, data: dict) -> str:
             f"{data.get('reason')}: by {data.get('process')}"
             + (f" (was {data['previous']})" if data.get("previous") else "")
         ),
+        "turn.notice": lambda: f"{data.get('kind')}: {_short(data.get('text', ''))}",
+        "turn.completed": lambda: "",
         "turn.failed": lambda: _short(data.get("error", "")),
         "turn.cancelled": lambda: f"stopped by {_name(data.get('by'))}",
     }
-    return summaries.get(type_, lambda: "")()
+    summary = summaries.get(type_, lambda: "")()
+    if type_ in TurnEvent.TERMINAL_TYPES and (used := usage_in_words(data.get("usage"))) != "—":
+        summary = f"{summary} ({used})" if summary else used
+    return summary
+
+
+def usage_in_words(usage) -> str:
+    """A terminal event's usage in words: "1,200 prompt / 34 completion / 1,234 total"."""
+    if not isinstance(usage, dict) or not isinstance(usage.get("total_tokens"), int):
+        return "—"
+    parts = [
+        f"{usage[key]:,} {word}"
+        for key, word in (("prompt_tokens", "prompt"), ("completion_tokens", "completion"))
+        if isinstance(usage.get(key), int)
+    ]
+    return " / ".join([*parts, f"{usage['total_tokens']:,} total"])
+
+
+def terminal_usage() -> Subquery:
+    """The usage in a turn's terminal event (each turn has at most one), for annotating turns:
+    the tokens of every turn listed come in the list's own query."""
+    return Subquery(
+        TurnEvent.objects.filter(turn=OuterRef("pk"), type__in=TurnEvent.TERMINAL_TYPES)
+        .order_by()
+        .values("data__usage")[:1],
+        output_field=JSONField(),
+    )
 
 
 @admin.register(Turn)
 class TurnAdmin(admin.ModelAdmin):
-    list_display = ["id", "conversation", "status", "started_by", "interactive", "created_at"]
-    list_filter = ["status", "interactive", "conversation__workspace"]
+    list_display = [
+        "id",
+        "conversation",
+        "status",
+        "started_by",
+        "interactive",
+        "confirm_writes",
+        "tokens",
+        "created_at",
+    ]
+    list_filter = ["status", "interactive", "confirm_writes", "conversation__workspace"]
     search_fields = ["id", "input", "conversation__title", "conversation__id"]
     list_select_related = ["conversation", "started_by"]
     readonly_fields = [
@@ -137,8 +175,10 @@ class TurnAdmin(admin.ModelAdmin):
         "input",
         "started_by",
         "interactive",
+        "confirm_writes",
         "status",
         "error",
+        "tokens_used",
         "cancel_requested_at",
         "cancelled_by",
         "inbox",
@@ -152,9 +192,25 @@ class TurnAdmin(admin.ModelAdmin):
     ]
     actions = ["stop_selected"]
 
+    def get_queryset(self, request):
+        return super().get_queryset(request).annotate(usage=terminal_usage())
+
     @admin.display(description="live page")
     def live_page(self, turn):
         return live_page_link(turn.conversation)
+
+    @admin.display(description="tokens")
+    def tokens(self, turn):
+        usage = turn.usage
+        if not isinstance(usage, dict) or not isinstance(usage.get("total_tokens"), int):
+            return "—"
+        return format_html(
+            '<span title="{}">{}</span>', usage_in_words(usage), f"{usage['total_tokens']:,}"
+        )
+
+    @admin.display(description="tokens used")
+    def tokens_used(self, turn):
+        return usage_in_words(turn.usage)
 
     @admin.display(description="event timeline")
     def timeline(self, turn):

@@ -3,6 +3,7 @@ live page (a shell that static JavaScript fills from the event log and the socke
 
 from functools import wraps
 
+from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import Http404, JsonResponse
@@ -14,6 +15,7 @@ from django.views.defaults import page_not_found, server_error
 
 from . import selectors, services
 from .access import conversation_access, workspace_access
+from .agents import agent_models
 from .events import TERMINAL_EVENT_TYPES
 from .models import Membership, Turn
 from .shared import ApplicationError, person
@@ -38,6 +40,34 @@ def content_security_policy(view):
     return wrapped
 
 
+# What the agents are called on the pages; one not named here goes by its configured name.
+AGENT_LABELS = {"builtin": "Builtin helper", "openai": "Model"}
+
+
+def agent_label(agent: str, model: str = "") -> str:
+    """An agent in words, with its model when it offers several: "Model (gpt-4.1-mini)". With
+    no model picked, the one named is its default (the first it offers)."""
+    label = AGENT_LABELS.get(agent, agent)
+    model = model or next(iter(agent_models(agent)), "")
+    return f"{label} ({model})" if model else label
+
+
+def agent_choices() -> list[dict]:
+    """The home page's Agent menu: each agent, and each model of one that offers several, as
+    its own option (so the form needs no script). The value is the agent's name, or
+    ``agent:model`` for a model other than its default; conversation_new splits it."""
+    choices = []
+    for agent in settings.PARLEY_AGENTS:
+        default = agent == settings.PARLEY_DEFAULT_AGENT
+        models = agent_models(agent)
+        choices.append({"value": agent, "label": agent_label(agent), "selected": default})
+        choices += [
+            {"value": f"{agent}:{model}", "label": agent_label(agent, model), "selected": False}
+            for model in models[1:]
+        ]
+    return choices
+
+
 @login_required
 @content_security_policy
 def home(request):
@@ -49,7 +79,9 @@ def home(request):
     for workspace in workspaces:
         workspace.recent = by_workspace[workspace.pk][:50]
         workspace.can_act = workspace.role in Membership.ACTING_ROLES
-    return render(request, "home.html", {"workspaces": workspaces})
+    return render(
+        request, "home.html", {"workspaces": workspaces, "agent_choices": agent_choices()}
+    )
 
 
 @login_required
@@ -63,8 +95,14 @@ def conversation_new(request):
             act=True,
             doing="start conversations",
         )
+        # At the first colon only: model names may hold colons (Ollama's "llama3.1:8b").
+        agent, _, model = request.POST.get("agent", "").partition(":")
         conversation = services.conversation_create(
-            workspace=workspace, user=request.user, title=request.POST.get("title", "")
+            workspace=workspace,
+            user=request.user,
+            title=request.POST.get("title", ""),
+            agent=agent or None,
+            model=model,
         )
     except ApplicationError as error:
         messages.error(request, error.message)
@@ -95,7 +133,12 @@ def conversation_page(request, conversation_id):
     return render(
         request,
         "conversation.html",
-        {"conversation": conversation, "membership": membership, "config": config},
+        {
+            "conversation": conversation,
+            "agent_label": agent_label(conversation.agent, conversation.model),
+            "membership": membership,
+            "config": config,
+        },
     )
 
 

@@ -1,7 +1,7 @@
 // The transcript, built from the conversation's events in seq order: each person's input, the
 // agent's streamed text (Markdown, rendered safely), tool calls as collapsible rows, questions
-// where they were asked, steering marked as such, where a turn was resumed, and how each turn
-// ended.
+// where they were asked, steering marked as such, where a turn was resumed, what the agent let
+// people know on the way (turn.notice), and how each turn ended (with the tokens it used).
 
 import { formatTime, h, personName } from "./dom.js";
 import { renderMarkdown } from "./markdown.js";
@@ -15,6 +15,10 @@ const RESUMED_WORDS = {
   question_settled: "Resumed when the question was settled",
   restart: "Resumed after a restart",
 };
+// A notice's kind (turn.notice's kind) as a sign before its words.
+const NOTICE_ICONS = { retry: "↻", limit: "⚠" };
+// The page is in English: numbers are grouped as English readers expect ("1,234").
+const NUMBER = new Intl.NumberFormat("en");
 
 function shortArguments(args) {
   const values = Object.values(args || {});
@@ -104,6 +108,10 @@ export class Transcript {
         this.interruptMessage(turn);
         this.resumed(turn, event);
         break;
+      case "turn.notice":
+        this.interruptMessage(turn);
+        this.notice(turn, event);
+        break;
       default:
         if (this.terminalTypes.has(event.type)) this.ended(turn, event);
     }
@@ -121,9 +129,11 @@ export class Transcript {
         body,
         end,
         status: null,
+        // How it ended, in words (without its tokens), once it has.
+        ending: "",
         message: null,
-        // Text of the agent's current message already shown before a steering entry or a
-        // resumed marker.
+        // Text of the agent's current message already shown before a steering entry, a
+        // resumed marker or a notice.
         carried: 0,
         tools: new Map(),
       };
@@ -188,9 +198,10 @@ export class Transcript {
     this.closeMessage(turn);
   }
 
-  // Steering, or the turn being resumed elsewhere, can come while the agent is mid-message:
-  // what was streamed stays above, and the message goes on below in a new entry that shows only
-  // what follows (its offset; message.completed carries the whole text, see completeMessage).
+  // Steering, the turn being resumed elsewhere, or a notice can come while the agent is
+  // mid-message: what was streamed stays above, and the message goes on below in a new entry
+  // that shows only what follows (its offset; message.completed carries the whole text, see
+  // completeMessage).
   interruptMessage(turn) {
     if (turn.message) turn.carried += turn.message.streamed.length;
     this.closeMessage(turn);
@@ -304,6 +315,21 @@ export class Transcript {
     );
   }
 
+  // What the agent lets people know while it works (a retry, a limit reached), as a quiet line
+  // where it happened, like the resumed marker; a status, so a screen reader says it too.
+  notice(turn, event) {
+    const { kind, text } = event.data || {};
+    turn.body.append(
+      h(
+        "p",
+        { class: "entry-notice", role: "status", dataset: { kind: kind || "" } },
+        h("span", { class: "entry-notice-icon", "aria-hidden": "true" }, NOTICE_ICONS[kind] || "i"),
+        h("span", { class: "entry-notice-text" }, text || ""),
+        h("time", { datetime: event.ts }, formatTime(event.ts)),
+      ),
+    );
+  }
+
   ended(turn, event) {
     this.closeMessage(turn);
     const data = event.data || {};
@@ -313,7 +339,10 @@ export class Transcript {
       "turn.cancelled": ["cancelled", data.by ? `Stopped by ${personName(data.by)}` : "Stopped"],
     };
     const [status, text] = words[event.type];
+    turn.ending = text;
     turn.end.textContent = text;
+    const tokens = this.tokens(data.usage);
+    if (tokens) turn.end.append(tokens);
     turn.end.hidden = false;
     turn.end.dataset.status = status;
     if (status === "failed" && this.live) turn.end.setAttribute("role", "alert");
@@ -327,8 +356,24 @@ export class Transcript {
     const active = this.endedStatuses.has(status) ? null : turn;
     if (active || this.active === turn) {
       this.active = active;
-      this.onTurnChange(turn.id, status, turn.end.textContent);
+      this.onTurnChange(turn.id, status, turn.ending);
     }
+  }
+
+  // The tokens a turn's model used (its terminal event's usage), after how it ended; the split
+  // between prompt and completion in the tooltip.
+  tokens(usage) {
+    if (typeof usage?.total_tokens !== "number") return null;
+    const { prompt_tokens: prompt, completion_tokens: completion, total_tokens: total } = usage;
+    const split =
+      typeof prompt === "number" && typeof completion === "number"
+        ? `${NUMBER.format(prompt)} prompt + ${NUMBER.format(completion)} completion tokens`
+        : null;
+    return h(
+      "span",
+      { class: "turn-tokens", title: split },
+      ` · ${NUMBER.format(total)} ${total === 1 ? "token" : "tokens"}`,
+    );
   }
 
   // Every second: the questions' countdowns.
