@@ -124,6 +124,8 @@ def conversation_page(request, conversation_id):
         "me": person(request.user),
         "role": membership.role,
         "can_act": membership.can_act,
+        # The builtin agent answers "help"; the page suggests it only for that one.
+        "hint": " (try “help”)" if conversation.agent == "builtin" else "",
         # What ends a turn, from the one definition in Python: the page keeps no copy.
         "terminal_types": sorted(TERMINAL_EVENT_TYPES),
         "ended_statuses": list(Turn.ENDED_STATUSES),

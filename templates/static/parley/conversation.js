@@ -9,6 +9,7 @@ import { Transcript } from "./transcript.js";
 const config = JSON.parse(document.getElementById("parley-config").textContent);
 const conversationId = config.conversation;
 const canAct = config.can_act;
+const hint = config.hint;
 const endedStatuses = new Set(config.ended_statuses);
 configureApi({ csrf: config.csrf, login: config.login_url });
 
@@ -83,7 +84,7 @@ const stream = new ConversationStream({
       const empty = document.getElementById("transcript-empty");
       if (empty) {
         empty.textContent = canAct
-          ? "Nothing here yet. Ask the agent something below (try “help”)."
+          ? `Nothing here yet. Ask the agent something below${hint}.`
           : "Nothing here yet.";
       }
     }
@@ -164,7 +165,7 @@ function updateComposer() {
   composerLabel.textContent = steering ? "Steer the running turn" : "Message the agent";
   input.placeholder = steering
     ? "Add something the agent should take into account…"
-    : "Ask the agent something… (try “help”)";
+    : `Ask the agent something…${hint}`;
   stopButton.hidden = !steering;
   stopButton.disabled = stopping;
   stopButton.textContent = stopping ? "Stopping…" : "Stop";
