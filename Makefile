@@ -48,7 +48,7 @@ services:
 test: $(VENV)/.installed-dev chromium services
 	$(BIN)/ruff check .
 	$(BIN)/pytest -m "not cluster"
-	$(BIN)/python -m ops.services -- $(BIN)/pytest -m "not browser and not sqlite"
+	$(BIN)/python -m ops.services -- $(BIN)/pytest -m "not browser and not sqlite and not once"
 
 cluster: $(VENV)/.installed services
 	$(BIN)/python -m ops.cluster

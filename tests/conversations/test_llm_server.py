@@ -17,6 +17,9 @@ from tests.llm_server import (
     tool_calls,
 )
 
+# The test server alone, no database: run once, in the SQLite pass.
+pytestmark = pytest.mark.once
+
 KEY = "sk-test-secret"
 MESSAGES = [{"role": "user", "content": "Hello"}]
 

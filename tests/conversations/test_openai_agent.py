@@ -1,6 +1,6 @@
 """The agent backed by a model over the OpenAI protocol, through a real Daphne talking to a
 local server that speaks that protocol (tests/llm_server.py) with the official SDK as client:
-streaming, tools, questions, steering, Stop, retries, errors, history and resuming."""
+streaming, tools, questions, steering, Stop, retries, errors and history."""
 
 import asyncio
 import json
@@ -8,30 +8,13 @@ import json
 import pytest
 
 from tests import llm_server as llm
-from tests.conftest import all_events, kill, receive_json, wait_for_turn_end, wait_until
+from tests.conftest import all_events, receive_json, wait_for_turn_end, wait_until
+from tests.conversations.conftest import KEY
 from tests.selection.test_questions_live import reply, wait_pending
 
-KEY = "sk-test-secret"
-
-
-@pytest.fixture
-def model():
-    with llm.ModelServer(api_key=KEY, models=("gpt-test", "gpt-other")) as server:
-        yield server
-
-
-@pytest.fixture
-def start_parley(make_server, model):
-    def start(**env):
-        settings = {
-            "PARLEY_LLM_BASE_URL": model.base_url,
-            "PARLEY_LLM_API_KEY": KEY,
-            "PARLEY_LLM_MODEL": "gpt-test",
-            **env,
-        }
-        return make_server(**settings)
-
-    return start
+# About the agent and the protocol, not the database: run once, in the SQLite pass (the tests
+# of its resuming, in test_openai_agent_resume.py, run on both).
+pytestmark = pytest.mark.once
 
 
 def conversation(client, **extra) -> str:
@@ -502,44 +485,6 @@ def test_the_agent_exists_only_once_a_model_is_configured(make_server, people):
     assert response.json()["error"]["code"] == "unknown_agent"
 
 
-def test_a_turn_parked_on_the_models_question_resumes_after_a_restart_without_asking_again(
-    start_parley, model, people
-):
-    model.script(
-        llm.tool_calls(
-            (
-                "ask_choice",
-                {
-                    "prompt": "Which?",
-                    "options": [{"label": "One", "value": "1"}, {"label": "Two", "value": "2"}],
-                },
-            ),
-            content="I need to know. ",
-        ),
-        llm.text("You chose two."),
-    )
-    first = start_parley()
-    with first.client(people.bob) as client:
-        cid = conversation(client)
-        start(client, cid, "Pick one")
-        question = wait_pending(client, cid)
-    kill(first)
-    second = start_parley(PARLEY_TURN_LEASE_SECONDS="3")
-    with second.client(people.bob) as client:
-        assert reply(client, question["id"], answer="2").status_code == 200
-        events = finished(client, cid, timeout=60)
-    assert events[-1]["type"] == "turn.completed"
-    assert of_type(events, "turn.resumed")
-    # The first reply was replayed from the journal, not asked of the model again.
-    assert len(model.requests) == 2
-    assert last_tool_result(model.requests[1])["answer"] == "2"
-    texts = [e["data"]["text"] for e in of_type(events, "message.completed")]
-    assert texts == ["I need to know. ", "You chose two."]
-    assert "".join(d["data"]["text"] for d in of_type(events, "message.delta")) == (
-        "I need to know. You chose two."
-    )
-
-
 def test_a_turn_nobody_can_answer_tells_the_model_so_and_writes_nothing_unconfirmed(
     start_parley, model, people
 ):
@@ -579,35 +524,3 @@ def test_the_per_turn_question_cap_holds_for_the_model(start_parley, model, peop
     assert events[-1]["type"] == "turn.completed"
     third = model.wait_requests(3)[2]
     assert last_tool_result(third)["status"] == "limit_reached"
-
-
-def test_a_reply_cut_by_a_crash_keeps_what_it_streamed_and_the_model_is_asked_again(
-    start_parley, model, people
-):
-    model.script(llm.held("The first half"), llm.text("A whole new answer."))
-    first = start_parley()
-    with first.client(people.alice) as client:
-        cid = conversation(client)
-        start(client, cid)
-        wait_until(
-            lambda: (
-                "".join(
-                    e["data"]["text"] for e in of_type(all_events(client, cid), "message.delta")
-                )
-                == "The first half"
-            ),
-            what="the first half stored",
-        )
-    kill(first)
-    second = start_parley(PARLEY_TURN_LEASE_SECONDS="3")
-    with second.client(people.alice) as client:
-        events = finished(client, cid, timeout=60)
-    assert events[-1]["type"] == "turn.completed"
-    assert of_type(events, "turn.resumed")
-    texts = [e["data"]["text"] for e in of_type(events, "message.completed")]
-    assert texts == ["The first half", "A whole new answer."]
-    assert "".join(d["data"]["text"] for d in of_type(events, "message.delta")) == (
-        "The first halfA whole new answer."
-    )
-    assert len(model.requests) == 2
-    assert model.requests[1]["messages"] == model.requests[0]["messages"]
