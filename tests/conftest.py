@@ -26,6 +26,7 @@ from rest_framework.authtoken.models import Token
 from conversations import services
 from conversations.dbthreads import close_connections
 from conversations.models import Membership, Workspace
+from tests import llm_server as llm
 
 DEMO_FILES = Path(settings.BASE_DIR) / "conversations" / "demo_files"
 ROOT = Path(__file__).resolve().parent.parent
@@ -330,3 +331,36 @@ def all_events(client: httpx.Client, conversation_id: str) -> list[dict]:
         after = page["next_after_seq"]
         if not page["has_more"]:
             return events
+
+
+# The agent backed by a model: a local server speaking the OpenAI protocol (tests/llm_server.py),
+# and Parley started pointing at it.
+LLM_KEY = "sk-test-secret"
+
+
+@pytest.fixture
+def model():
+    with llm.ModelServer(api_key=LLM_KEY, models=("gpt-test", "gpt-other")) as server:
+        yield server
+
+
+@pytest.fixture
+def start_parley(make_server, model):
+    def start(**env):
+        settings = {
+            "PARLEY_LLM_BASE_URL": model.base_url,
+            "PARLEY_LLM_API_KEY": LLM_KEY,
+            "PARLEY_LLM_MODEL": "gpt-test",
+            **env,
+        }
+        return make_server(**settings)
+
+    return start
+
+
+@pytest.fixture
+def admin_client(client, db):
+    """Django's test client, logged in as a superuser."""
+    admin = get_user_model().objects.create_superuser("root", "root@example.com", "pw")
+    client.force_login(admin)
+    return client

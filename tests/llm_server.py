@@ -202,19 +202,24 @@ class _Exchange:
     def event(self, data: str) -> None:
         self.write(f"data: {data}\n\n".encode())
 
-    def chunk(self, delta: dict | None, finish_reason: str | None = None) -> None:
-        """A ``chat.completion.chunk`` with one choice (or, with ``delta=None``, none)."""
-        chunk = {
+    def _envelope(self, choices: list[dict]) -> dict:
+        return {
             "id": self.id,
             "object": "chat.completion.chunk",
             "created": self.created,
             "model": self.model,
             "service_tier": "default",
             "system_fingerprint": FINGERPRINT,
-            "choices": []
-            if delta is None
-            else [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish_reason}],
+            "choices": choices,
         }
+
+    def chunk(self, delta: dict | None, finish_reason: str | None = None) -> None:
+        """A ``chat.completion.chunk`` with one choice (or, with ``delta=None``, none)."""
+        chunk = self._envelope(
+            []
+            if delta is None
+            else [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish_reason}]
+        )
         if self.include_usage:
             chunk["usage"] = None
         self.event(_dumps(chunk))
@@ -226,20 +231,7 @@ class _Exchange:
         """The last choice chunk, the usage chunk if asked for, ``[DONE]``, the end of the body."""
         self.chunk({}, finish_reason)
         if self.include_usage:
-            self.event(
-                _dumps(
-                    {
-                        "id": self.id,
-                        "object": "chat.completion.chunk",
-                        "created": self.created,
-                        "model": self.model,
-                        "service_tier": "default",
-                        "system_fingerprint": FINGERPRINT,
-                        "choices": [],
-                        "usage": _usage(*usage),
-                    }
-                )
-            )
+            self.event(_dumps({**self._envelope([]), "usage": _usage(*usage)}))
         self.event("[DONE]")
         self.end()
 
@@ -463,6 +455,17 @@ def error(
     """A non-200 with OpenAI's error body, e.g. ``error(429, "Rate limit reached",
     type="requests", code="rate_limit_exceeded", headers={"retry-after": "1"})``."""
     return _Error(status, message, code, type, dict(headers or {}))
+
+
+def rate_limited(retry_after: str = "1") -> Reply:
+    """A 429 as OpenAI sends it when a rate limit is reached, with its ``retry-after``."""
+    return error(
+        429,
+        "Rate limit reached for requests",
+        type="requests",
+        code="rate_limit_exceeded",
+        headers={"retry-after": retry_after},
+    )
 
 
 def held(content_before: str = "") -> Reply:

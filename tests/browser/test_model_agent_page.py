@@ -10,27 +10,15 @@ from playwright.sync_api import expect
 from conversations.models import Conversation
 from tests import llm_server as llm
 from tests.browser.conftest import screenshot
+from tests.conftest import LLM_KEY as KEY
 
 pytestmark = pytest.mark.browser
 
-KEY = "sk-browser-test-key-7c1e9a0d5b"
-
 
 @pytest.fixture
-def model():
-    with llm.ModelServer(api_key=KEY, models=("gpt-test", "gpt-other")) as server:
-        yield server
-
-
-@pytest.fixture
-def server(model, make_server):
+def server(start_parley):
     """Parley with a model behind its openai agent (the browsing fixture's server)."""
-    return make_server(
-        PARLEY_LLM_BASE_URL=model.base_url,
-        PARLEY_LLM_API_KEY=KEY,
-        PARLEY_LLM_MODEL="gpt-test",
-        PARLEY_LLM_MODELS="gpt-other",
-    )
+    return start_parley(PARLEY_LLM_MODELS="gpt-other")
 
 
 def test_a_conversation_with_another_model_streams_its_answer_after_a_retry_and_counts_tokens(
@@ -60,13 +48,7 @@ def test_a_conversation_with_another_model_streams_its_answer_after_a_retry_and_
         "Hello from ", llm.text("**the other model**, after a short wait.", usage=(1200, 34))
     )
     model.script(
-        llm.error(
-            429,
-            "Rate limit reached for requests",
-            type="requests",
-            code="rate_limit_exceeded",
-            headers={"retry-after": "1"},
-        ),
+        llm.rate_limited(),
         answer,
     )
     box = page.get_by_role("textbox", name="Message the agent")

@@ -12,13 +12,6 @@ from conversations.models import Membership, Turn, Workspace
 
 
 @pytest.fixture
-def admin_client(client, db):
-    admin = get_user_model().objects.create_superuser("root", "root@example.com", "pw")
-    client.force_login(admin)
-    return client
-
-
-@pytest.fixture
 def finished_turn(people, conversation):
     turn, _ = services.turn_start(conversation=conversation, user=people.bob.user, input="hello")
     services.turn_events_append(

@@ -7,7 +7,6 @@ import re
 
 import pytest
 from django.contrib.admin.utils import quote
-from django.contrib.auth import get_user_model
 from django.db import connection, transaction
 from django.test.utils import CaptureQueriesContext
 
@@ -17,13 +16,6 @@ from conversations.models import Turn
 TURNS = "/admin/conversations/turn/"
 CONVERSATIONS = "/admin/conversations/conversation/"
 USAGE = {"prompt_tokens": 1200, "completion_tokens": 34, "total_tokens": 1234}
-
-
-@pytest.fixture
-def admin_client(client, db):
-    admin = get_user_model().objects.create_superuser("root", "root@example.com", "pw")
-    client.force_login(admin)
-    return client
 
 
 @pytest.fixture

@@ -8,8 +8,8 @@ import json
 import pytest
 
 from tests import llm_server as llm
+from tests.conftest import LLM_KEY as KEY
 from tests.conftest import all_events, receive_json, wait_for_turn_end, wait_until
-from tests.conversations.conftest import KEY
 from tests.selection.test_questions_live import reply, wait_pending
 
 # About the agent and the protocol, not the database: run once, in the SQLite pass (the tests
@@ -277,13 +277,7 @@ def test_stop_mid_stream_closes_the_model_connection(start_parley, model, people
 
 def test_a_busy_model_server_is_tried_again_with_a_notice(start_parley, model, people):
     model.script(
-        llm.error(
-            429,
-            "Rate limit reached for requests",
-            type="requests",
-            code="rate_limit_exceeded",
-            headers={"retry-after": "1"},
-        ),
+        llm.rate_limited(),
         llm.error(503, "The server is overloaded", type="server_error"),
         llm.text("Here after all."),
     )

@@ -8,7 +8,6 @@ import time
 from contextlib import closing
 from datetime import timedelta
 
-import pytest
 from django.contrib.admin.utils import quote
 from django.contrib.auth import get_user_model
 from django.db import connection, transaction
@@ -98,12 +97,6 @@ def test_parked_turns_are_listed_oldest_first_with_their_question_and_holder(ser
         assert len(released) == 1 and named in released[0]
         held = rows(admin.get(LISTING, params={"held": "yes"}).text)
         assert len(held) == 1 and checked in held[0]
-
-
-@pytest.fixture
-def admin_client(client, db):
-    client.force_login(get_user_model().objects.create_superuser("root", "root@example.com", "pw"))
-    return client
 
 
 def park(conversation, user, prompts: list[str], asked_ago: timedelta) -> Turn:
