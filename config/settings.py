@@ -206,6 +206,7 @@ LOGGING = {
     "loggers": {
         "daphne": {"level": "WARNING"},
         "httpx": {"level": "WARNING"},
+        "httpx2": {"level": "WARNING"},
         "openai": {"level": "WARNING"},
     },
 }

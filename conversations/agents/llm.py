@@ -13,10 +13,11 @@ import asyncio
 import email.utils
 import json
 import logging
+import math
 import time
+from datetime import UTC
 from functools import partial
 
-import httpx
 import openai
 from django.conf import settings
 
@@ -42,7 +43,7 @@ def _client() -> openai.AsyncOpenAI:
         # Local servers need no key, but the SDK needs one to send.
         api_key=settings.PARLEY_LLM_API_KEY or "not-needed",
         max_retries=0,  # retried here, so that people see it (turn.notice)
-        timeout=httpx.Timeout(settings.PARLEY_LLM_TIMEOUT_SECONDS, connect=10.0),
+        timeout=openai.Timeout(settings.PARLEY_LLM_TIMEOUT_SECONDS, connect=10.0),
     )
 
 
@@ -75,6 +76,10 @@ class OpenAIAgent(Agent):
                 {"model": self.model, "messages": messages},
             )
             ctx.add_usage(reply["usage"])
+            if reply["finish_reason"] == "length":
+                # Cut off at the model's length limit: calls it was making are cut too.
+                ctx.notice("length", "The model's reply was cut off at its length limit.")
+                reply = {**reply, "tool_calls": []}
             messages.append(assistant_message(reply))
             if not reply["tool_calls"]:
                 # Steering sent during the final reply is answered with one more step.
@@ -154,7 +159,8 @@ class OpenAIAgent(Agent):
 
     async def _stream(self, client, messages: list[dict], say) -> dict:
         text: list[str] = []
-        calls: dict[int, dict] = {}
+        calls: list[dict] = []
+        by_index: dict = {}
         usage = None
         finish_reason = None
         async with await client.chat.completions.create(
@@ -171,28 +177,21 @@ class OpenAIAgent(Agent):
                         "completion_tokens": chunk.usage.completion_tokens or 0,
                         "total_tokens": chunk.usage.total_tokens or 0,
                     }
-                for choice in chunk.choices:
+                for choice in chunk.choices or []:
                     delta = choice.delta
                     if delta is not None and delta.content:
                         text.append(delta.content)
                         await say(delta.content)
                     for piece in (delta.tool_calls if delta is not None else None) or []:
-                        call = calls.setdefault(
-                            piece.index, {"id": "", "name": "", "arguments": ""}
-                        )
-                        call["id"] = call["id"] or piece.id or ""
-                        if piece.function is not None:
-                            call["name"] = call["name"] or piece.function.name or ""
-                            call["arguments"] += piece.function.arguments or ""
+                        _assemble(calls, by_index, piece)
                     finish_reason = choice.finish_reason or finish_reason
-        if finish_reason is None and not text and not calls:
-            raise ValueError("the reply ended before it began")
-        ordered = [calls[index] for index in sorted(calls)]
-        for number, call in enumerate(ordered, start=1):
+        if finish_reason is None:
+            raise ValueError("the reply ended before the model finished it")
+        for number, call in enumerate(calls, start=1):
             call["id"] = call["id"] or f"call_{number}"
         return {
             "text": "".join(text),
-            "tool_calls": ordered,
+            "tool_calls": calls,
             "finish_reason": finish_reason,
             "usage": usage,
         }
@@ -317,7 +316,11 @@ async def _refuse(ctx, name: str, arguments: dict, problem: str) -> dict:
 
 
 def _as_text(result) -> str:
-    return result if isinstance(result, str) else json.dumps(result, ensure_ascii=False)
+    """A tool's result as the model reads it. Keys are sorted: a resumed turn gets results back
+    from the journal (jsonb on PostgreSQL orders keys its own way), and must send the same."""
+    if isinstance(result, str):
+        return result
+    return json.dumps(result, ensure_ascii=False, sort_keys=True)
 
 
 def _server_message(exc: openai.APIStatusError) -> str:
@@ -326,24 +329,51 @@ def _server_message(exc: openai.APIStatusError) -> str:
     return str(message or exc.message)[:300]
 
 
-def _retry_delay(response: httpx.Response | None, attempt: int) -> float:
-    """Seconds to wait before the next attempt: the server's Retry-After (seconds or a date)
-    when it sends one, else 1, 2, 4 … seconds; at most a minute."""
-    header = response.headers.get("retry-after") if response is not None else None
+def _retry_delay(response, attempt: int) -> float:
+    """Seconds to wait before the next attempt: the server's ``retry-after-ms`` or
+    ``Retry-After`` (seconds or a date) when it sends one, else 1, 2, 4 … seconds; at most a
+    minute."""
+    headers = response.headers if response is not None else {}
     delay = None
-    if header:
-        try:
-            delay = float(header)
-        except ValueError:
-            when = email.utils.parsedate_to_datetime(header)
-            delay = when.timestamp() - time.time() if when is not None else None
-    if delay is None:
+    try:
+        if milliseconds := headers.get("retry-after-ms"):
+            delay = float(milliseconds) / 1000
+        elif header := headers.get("retry-after"):
+            try:
+                delay = float(header)
+            except ValueError:
+                when = email.utils.parsedate_to_datetime(header)
+                if when.tzinfo is None:
+                    when = when.replace(tzinfo=UTC)
+                delay = when.timestamp() - time.time()
+    except (TypeError, ValueError):
+        delay = None
+    if delay is None or not math.isfinite(delay):
         delay = float(2 ** (attempt - 1))
     return min(max(delay, 0.0), 60.0)
 
 
+def _assemble(calls: list[dict], by_index: dict, piece) -> None:
+    """Add one streamed piece of a tool call. Calls are told apart by their index, as OpenAI
+    sends them; a piece with another call's id starts a new call (some servers give every
+    parallel call index 0), and one without an index goes on with the last call."""
+    call = by_index.get(piece.index) if piece.index is not None else (calls or [None])[-1]
+    if call is None or (piece.id and call["id"] and piece.id != call["id"]):
+        call = {"id": "", "name": "", "arguments": ""}
+        calls.append(call)
+        by_index[piece.index] = call
+    call["id"] = call["id"] or piece.id or ""
+    if piece.function is not None:
+        call["name"] = call["name"] or piece.function.name or ""
+        call["arguments"] += piece.function.arguments or ""
+
+
 def assistant_message(reply: dict) -> dict:
-    message = {"role": "assistant", "content": reply["text"] or None}
+    # A reply with neither text nor calls is sent back as empty text (None is refused then).
+    message = {
+        "role": "assistant",
+        "content": reply["text"] or ("" if not reply["tool_calls"] else None),
+    }
     if reply["tool_calls"]:
         message["tool_calls"] = [
             {
@@ -378,11 +408,16 @@ def _turn_messages(turn: dict) -> list[dict]:
     messages = [{"role": "user", "content": _from(turn["by"], turn["input"])}]
     text: list[str] = []
     open_calls: dict[str, str] = {}
+    # Steering sent while a call was open (people type while a question waits): told after
+    # the call's result, where the API allows a user message.
+    held: list[dict] = []
 
     def close_open_calls():
         for call_id in list(open_calls):
             messages.append({"role": "tool", "tool_call_id": call_id, "content": "Interrupted."})
         open_calls.clear()
+        messages.extend(held)
+        held.clear()
 
     def call(call_id: str, name: str, arguments: dict):
         close_open_calls()
@@ -406,6 +441,9 @@ def _turn_messages(turn: dict) -> list[dict]:
         if call_id in open_calls:
             del open_calls[call_id]
             messages.append({"role": "tool", "tool_call_id": call_id, "content": _as_text(content)})
+            if not open_calls:
+                messages.extend(held)
+                held.clear()
 
     prefix = turn["turn"][-8:]
     for event in turn["events"]:
@@ -431,7 +469,9 @@ def _turn_messages(turn: dict) -> list[dict]:
                 outcome.update(answer=data.get("answer"), answered_by=_username(data))
             result(f"q_{data['selection']}", outcome)
         elif kind == "turn.steered":
-            close_open_calls()
+            if open_calls:
+                held.append({"role": "user", "content": _from(_username(data), data["input"])})
+                continue
             if text:
                 messages.append({"role": "assistant", "content": "\n\n".join(text)})
                 text.clear()

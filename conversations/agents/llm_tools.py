@@ -197,9 +197,11 @@ def list_files(root: Path, path: str = "") -> dict:
 
 
 def _read_text(target: Path, path: str) -> str:
+    """The file's text, its first MAX_TEXT_BYTES at most (never more is read)."""
     if not target.is_file():
         raise ToolFailed(f"There is no file '{path}'.")
-    data = target.read_bytes()[: MAX_TEXT_BYTES + 1] if target.stat().st_size else b""
+    with target.open("rb") as file:
+        data = file.read(MAX_TEXT_BYTES)
     if b"\x00" in data[:8192]:
         raise ToolFailed(f"'{path}' is not a text file.")
     return data.decode("utf-8", errors="replace")
@@ -210,13 +212,16 @@ def read_file(root: Path, path: str, offset: int = 0) -> dict:
     text = _read_text(target, path)
     limit = settings.PARLEY_LLM_READ_MAX_BYTES
     part = text[offset : offset + limit]
-    return {
+    result = {
         "path": relative_path(root, target),
         "offset": offset,
         "content": part,
         "characters": len(text),
         "truncated": offset + len(part) < len(text),
     }
+    if target.stat().st_size > MAX_TEXT_BYTES:
+        result["note"] = f"Only the first {MAX_TEXT_BYTES:,} bytes of this file can be read."
+    return result
 
 
 def search_files(root: Path, text: str, path: str = "") -> dict:

@@ -439,6 +439,8 @@ class TurnContext:
         questions = seams.questions.get()
         said, asked = self._said, {"prompt": prompt}
         recorded = self._replay_step("ask", kind, asked)
+        if recorded is not None and "error" in recorded.outcome:
+            raise ValueError(recorded.outcome["error"])
         if recorded is not None:
             # Asked before the turn was resumed: its answer is stored, or is still to come.
             await self.end_message()
@@ -447,21 +449,28 @@ class TurnContext:
                 recorded.outcome["selection"], turn_id=self.turn_id, releasable=self._resumable
             )
         else:
-            question = await questions.prepare(
-                workspace_id=self._workspace_id,
-                files_root=self.files_root,
-                addressee=addressee,
-                kind=kind,
-                prompt=prompt,
-                options=options,
-                multiple=multiple,
-                allow_freeform=allow_freeform,
-                min_choices=min_choices,
-                max_choices=max_choices,
-                mode=mode,
-                root=root,
-                schema=schema,
-            )
+            try:
+                question = await questions.prepare(
+                    workspace_id=self._workspace_id,
+                    files_root=self.files_root,
+                    addressee=addressee,
+                    kind=kind,
+                    prompt=prompt,
+                    options=options,
+                    multiple=multiple,
+                    allow_freeform=allow_freeform,
+                    min_choices=min_choices,
+                    max_choices=max_choices,
+                    mode=mode,
+                    root=root,
+                    schema=schema,
+                )
+            except ValueError as exc:
+                # Refused before it was asked: journaled too, so a resumed turn is refused again.
+                self._writer.emit_step(
+                    self._new_step("ask", kind, asked, said, {"error": str(exc)})
+                )
+                raise
             # Everything said so far is stored before the question, so it reads in order.
             await self.end_message()
             await self._writer.drain()

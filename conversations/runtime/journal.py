@@ -13,7 +13,7 @@ JournalMismatch, and the turn fails without writing anything in the past.
 import hashlib
 from dataclasses import dataclass, field
 
-from ..events import encode
+import orjson
 
 
 class JournalMismatch(Exception):
@@ -21,8 +21,9 @@ class JournalMismatch(Exception):
 
 
 def digest(arguments) -> str:
-    """A short, stable fingerprint of a step's arguments."""
-    return hashlib.sha256(encode(arguments).encode()).hexdigest()[:32]
+    """A short, stable fingerprint of a step's arguments: keys sorted, since what PostgreSQL's
+    jsonb gives back to a resumed turn has its keys in another order."""
+    return hashlib.sha256(orjson.dumps(arguments, option=orjson.OPT_SORT_KEYS)).hexdigest()[:32]
 
 
 @dataclass(frozen=True)

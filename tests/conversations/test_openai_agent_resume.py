@@ -1,6 +1,8 @@
 """The agent backed by a model resumes from its journal: its model replies are recorded, so a
 resumed turn replays them instead of calling the model again (see test_openai_agent.py)."""
 
+import json
+
 from tests import llm_server as llm
 from tests.conftest import all_events, kill, wait_until
 from tests.conversations.test_openai_agent import (
@@ -9,6 +11,7 @@ from tests.conversations.test_openai_agent import (
     last_tool_result,
     of_type,
     start,
+    tool_messages,
 )
 from tests.selection.test_questions_live import reply, wait_pending
 
@@ -17,6 +20,9 @@ def test_a_turn_parked_on_the_models_question_resumes_after_a_restart_without_as
     start_parley, model, people
 ):
     model.script(
+        llm.tool_calls(("read_file", {"path": "README.md"})),
+        # A question refused before it is asked (no such person), told to the model.
+        llm.tool_calls(("ask_text", {"prompt": "Who?", "addressee": "ghost"})),
         llm.tool_calls(
             (
                 "ask_choice",
@@ -41,9 +47,12 @@ def test_a_turn_parked_on_the_models_question_resumes_after_a_restart_without_as
         events = finished(client, cid, timeout=60)
     assert events[-1]["type"] == "turn.completed"
     assert of_type(events, "turn.resumed")
-    # The first reply was replayed from the journal, not asked of the model again.
-    assert len(model.requests) == 2
-    assert last_tool_result(model.requests[1])["answer"] == "2"
+    # The replies before the question were replayed from the journal (the file's content and
+    # the refused question with them), not asked of the model again.
+    assert len(model.requests) == 4
+    assert "cannot answer questions" in last_tool_result(model.requests[2])["error"]
+    assert last_tool_result(model.requests[3])["answer"] == "2"
+    assert json.loads(tool_messages(model.requests[3])[0]["content"])["path"] == "README.md"
     texts = [e["data"]["text"] for e in of_type(events, "message.completed")]
     assert texts == ["I need to know. ", "You chose two."]
     assert "".join(d["data"]["text"] for d in of_type(events, "message.delta")) == (
