@@ -287,6 +287,8 @@ class _Completion(Reply):
     content_pieces: list[str] = field(default_factory=list)
     calls: list[ToolCall] = field(default_factory=list)
     usage: tuple[int, int] = (10, 5)
+    # Every call at index 0, as Ollama sends parallel calls (OpenAI numbers them).
+    index_zero: bool = False
 
     @property
     def content(self) -> str:
@@ -304,7 +306,8 @@ class _Completion(Reply):
                 role_pending = False
             for piece in self.content_pieces:
                 yield {"content": piece}
-        for index, call in enumerate(self.calls):
+        for number, call in enumerate(self.calls):
+            index = 0 if self.index_zero else number
             head = {
                 "index": index,
                 "id": call.id,
@@ -433,15 +436,19 @@ def text(content: str, *, pieces: int | None = None, usage: tuple[int, int] = (1
 
 
 def tool_calls(
-    *calls: tuple[str, dict | str], content: str = "", usage: tuple[int, int] = (10, 5)
+    *calls: tuple[str, dict | str],
+    content: str = "",
+    usage: tuple[int, int] = (10, 5),
+    index_zero: bool = False,
 ) -> Reply:
     """Optional text, then each call ``(name, arguments)``: a dict is sent as JSON, a str
-    verbatim (to send malformed JSON). Arguments stream a few characters per chunk."""
+    verbatim (to send malformed JSON). Arguments stream a few characters per chunk.
+    ``index_zero`` numbers every call 0, as Ollama does."""
     made = [
         ToolCall(_call_id(), name, args if isinstance(args, str) else json.dumps(args))
         for name, args in calls
     ]
-    return _Completion(_split_words(content), made, tuple(usage))
+    return _Completion(_split_words(content), made, tuple(usage), index_zero)
 
 
 def error(

@@ -91,14 +91,16 @@ def test_a_plain_answer_streams_as_it_arrives_and_counts_its_tokens(start_parley
     assert KEY not in json.dumps(events) and KEY not in page and KEY not in server.log_text()
 
 
+@pytest.mark.parametrize("index_zero", [False, True], ids=["openai", "every call at index 0"])
 def test_tool_calls_split_over_chunks_run_and_their_results_go_back_to_the_model(
-    start_parley, model, people
+    start_parley, model, people, index_zero
 ):
     model.script(
         llm.tool_calls(
             ("read_file", {"path": "README.md"}),
             ("list_files", {"path": "notes"}),
             content="Let me look.",
+            index_zero=index_zero,
         ),
         llm.text("The README welcomes the team."),
     )
