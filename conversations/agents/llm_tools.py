@@ -177,13 +177,19 @@ class ToolFailed(Exception):
 
 
 def _inside(root: Path, relative: str) -> Path:
+    """The path inside the root; hidden files and folders (``.git``, ``.env``) are not the
+    model's to read or write."""
     try:
-        return resolve_inside(root, relative)
+        target = resolve_inside(root, relative)
     except UnsafePath as exc:
         raise ToolFailed(str(exc)) from None
+    if any(part.startswith(".") for part in target.relative_to(root.resolve()).parts):
+        raise ToolFailed("Hidden files and folders are out of the model's reach.")
+    return target
 
 
 def list_files(root: Path, path: str = "") -> dict:
+    _inside(root, path)
     try:
         entries = list_folder(root, path)
     except UnsafePath as exc:

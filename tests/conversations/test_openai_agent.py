@@ -341,6 +341,7 @@ def test_a_bad_tool_argument_goes_back_to_the_model_which_corrects_it(start_parl
         llm.tool_calls(("read_file", {"paht": "README.md"})),
         llm.tool_calls(("read_file", '{"path": "README.md"')),
         llm.tool_calls(("read_file", {"path": "../outside.txt"})),
+        llm.tool_calls(("read_file", {"path": ".git/config"})),
         llm.tool_calls(("read_file", {"path": "README.md"})),
         llm.text("Got it."),
     )
@@ -351,14 +352,15 @@ def test_a_bad_tool_argument_goes_back_to_the_model_which_corrects_it(start_parl
         events = finished(client, cid)
     assert events[-1]["type"] == "turn.completed"
     completed = of_type(events, "tool.completed")
-    assert [("error" in e["data"]) for e in completed] == [True, True, True, False]
+    assert [("error" in e["data"]) for e in completed] == [True, True, True, True, False]
     assert "'path' is a required property" in completed[0]["data"]["error"]
     assert "not JSON" in completed[1]["data"]["error"]
     assert "may not contain '..'" in completed[2]["data"]["error"]
-    requests = model.wait_requests(5)
+    assert "Hidden files and folders" in completed[3]["data"]["error"]
+    requests = model.wait_requests(6)
     assert "'path' is a required property" in last_tool_result(requests[1])["error"]
     assert "not JSON" in last_tool_result(requests[2])["error"]
-    assert last_tool_result(requests[4])["path"] == "README.md"
+    assert last_tool_result(requests[5])["path"] == "README.md"
 
 
 def test_the_conversation_so_far_is_the_models_context(start_parley, model, people):
