@@ -522,3 +522,54 @@ def test_the_per_turn_question_cap_holds_for_the_model(start_parley, model, peop
     assert events[-1]["type"] == "turn.completed"
     third = model.wait_requests(3)[2]
     assert last_tool_result(third)["status"] == "limit_reached"
+
+
+def test_the_model_searches_reads_on_from_an_offset_and_renames_within_the_files(
+    start_parley, model, people
+):
+    files = people.workspace.files_root
+    readme = (files / "README.md").read_text()
+    expected = [
+        {"path": f"notes/{p.name}", "line": n, "text": line.strip()[:200]}
+        for p in sorted((files / "notes").iterdir())
+        for n, line in enumerate(p.read_text().splitlines(), start=1)
+        if "ideas" in line.lower()
+    ]
+    model.script(
+        llm.tool_calls(
+            ("search_files", {"text": "IDEAS", "path": "notes"}),
+            ("read_file", {"path": "README.md"}),
+            ("read_file", {"path": "README.md", "offset": 10}),
+            ("list_files", {"path": ".git"}),
+            ("rename_file", {"path": "notes/ideas.md", "new_path": "archive/ideas.md"}),
+        ),
+        llm.text("Done."),
+    )
+    server = start_parley(PARLEY_LLM_READ_MAX_BYTES="10")
+    with server.client(people.alice) as client:
+        cid = conversation(client)
+        start(client, cid, "Tidy the notes", confirm_writes=False)
+        events = finished(client, cid)
+    assert events[-1]["type"] == "turn.completed"
+    found, first, second, hidden, renamed = [
+        json.loads(m["content"]) for m in tool_messages(model.wait_requests(2)[1])
+    ]
+    assert expected and found == {"text": "IDEAS", "matches": expected, "more": False}
+    assert (first["content"], first["truncated"]) == (readme[:10], True)
+    assert (second["offset"], second["content"]) == (10, readme[10:20])
+    assert hidden == {"error": "Hidden files and folders are out of the model's reach."}
+    assert renamed == {"path": "notes/ideas.md", "new_path": "archive/ideas.md"}
+    assert (files / "archive" / "ideas.md").exists() and not (files / "notes" / "ideas.md").exists()
+
+
+def test_a_turn_stops_at_its_most_model_calls_with_a_notice(start_parley, model, people):
+    model.script(*(llm.tool_calls(("list_files", {})) for _ in range(2)))
+    server = start_parley(PARLEY_LLM_MAX_STEPS="2")
+    with server.client(people.alice) as client:
+        cid = conversation(client)
+        start(client, cid)
+        events = finished(client, cid)
+    assert events[-1]["type"] == "turn.completed"
+    assert len(model.requests) == 2 and model.remaining() == 0
+    (notice,) = of_type(events, "turn.notice")
+    assert notice["data"]["kind"] == "limit" and "2 calls" in notice["data"]["text"]
