@@ -120,34 +120,21 @@ class OpenAIAgent(Agent):
         for attempt in range(1, attempts + 1):
             try:
                 return await self._stream(client, messages, saying)
+            except openai.APITimeoutError:
+                raise AgentError(
+                    "The model server did not answer within "
+                    f"{settings.PARLEY_LLM_TIMEOUT_SECONDS:.0f} seconds."
+                ) from None
             except (openai.RateLimitError, openai.InternalServerError) as exc:
-                if attempt == attempts or said:
-                    raise AgentError(self._refused(exc, attempts=attempt)) from None
-                delay = _retry_delay(exc.response, attempt)
-                ctx.notice(
-                    "retry",
-                    f"The model server answered {exc.status_code} "
-                    f"({'too many requests' if exc.status_code == 429 else 'server error'}); "
-                    f"trying again in {delay:.0f} s (attempt {attempt + 1} of {attempts}).",
+                busy = "too many requests" if exc.status_code == 429 else "server error"
+                why, response = (
+                    f"The model server answered {exc.status_code} ({busy})",
+                    exc.response,
                 )
-                await asyncio.sleep(delay)
-            except openai.APIConnectionError as exc:
-                if isinstance(exc, openai.APITimeoutError):
-                    raise AgentError(
-                        "The model server did not answer within "
-                        f"{settings.PARLEY_LLM_TIMEOUT_SECONDS:.0f} seconds."
-                    ) from None
-                if attempt == attempts or said:
-                    raise AgentError(
-                        f"Parley could not reach the model server ({settings.PARLEY_LLM_BASE_URL})."
-                    ) from None
-                delay = _retry_delay(None, attempt)
-                ctx.notice(
-                    "retry",
-                    f"Parley could not reach the model server; trying again in {delay:.0f} s "
-                    f"(attempt {attempt + 1} of {attempts}).",
-                )
-                await asyncio.sleep(delay)
+                failure = self._refused(exc, attempts=attempt)
+            except openai.APIConnectionError:
+                why, response = "Parley could not reach the model server", None
+                failure = f"{why} ({settings.PARLEY_LLM_BASE_URL})."
             except openai.APIStatusError as exc:
                 raise AgentError(self._refused(exc)) from None
             except (openai.APIError, ValueError, KeyError, TypeError, AttributeError) as exc:
@@ -155,6 +142,14 @@ class OpenAIAgent(Agent):
                 raise AgentError(
                     f"The model server sent a reply Parley could not read ({type(exc).__name__})."
                 ) from None
+            if attempt == attempts or said:
+                raise AgentError(failure)
+            delay = _retry_delay(response, attempt)
+            ctx.notice(
+                "retry",
+                f"{why}; trying again in {delay:.0f} s (attempt {attempt + 1} of {attempts}).",
+            )
+            await asyncio.sleep(delay)
         raise AssertionError("unreachable")
 
     async def _stream(self, client, messages: list[dict], say) -> dict:

@@ -4,6 +4,7 @@ streaming, tools, questions, steering, Stop, retries, errors and history."""
 
 import asyncio
 import json
+import socket
 
 import pytest
 
@@ -573,3 +574,22 @@ def test_a_turn_stops_at_its_most_model_calls_with_a_notice(start_parley, model,
     assert len(model.requests) == 2 and model.remaining() == 0
     (notice,) = of_type(events, "turn.notice")
     assert notice["data"]["kind"] == "limit" and "2 calls" in notice["data"]["text"]
+
+
+def test_an_unreachable_model_server_is_tried_again_then_fails_the_turn(
+    start_parley, model, people
+):
+    with socket.socket() as closed:
+        closed.bind(("127.0.0.1", 0))
+        nowhere = f"http://127.0.0.1:{closed.getsockname()[1]}/v1"
+    server = start_parley(PARLEY_LLM_BASE_URL=nowhere, PARLEY_LLM_MAX_RETRIES="1")
+    with server.client(people.alice) as client:
+        cid = conversation(client)
+        start(client, cid)
+        events = finished(client, cid)
+    (notice,) = of_type(events, "turn.notice")
+    assert notice["data"]["text"] == (
+        "Parley could not reach the model server; trying again in 1 s (attempt 2 of 2)."
+    )
+    assert events[-1]["type"] == "turn.failed"
+    assert events[-1]["data"]["error"] == f"Parley could not reach the model server ({nowhere})."
