@@ -65,28 +65,23 @@ def events_page(*, conversation_id: str, after_seq: int, limit: int) -> list[Tur
 
 def turn_history(*, turn: Turn, limit: int = 20) -> list[dict]:
     """The conversation's earlier turns for an agent: who asked what, and what was answered."""
-    earlier = list(
-        Turn.objects.filter(conversation_id=turn.conversation_id, created_at__lt=turn.created_at)
-        .exclude(pk=turn.pk)
-        .select_related("started_by")
-        .order_by("-created_at")[:limit]
-    )
-    earlier.reverse()
-    replies: dict[str, list[str]] = {t.pk: [] for t in earlier}
-    for turn_id, data in (
-        TurnEvent.objects.filter(turn__in=earlier, type=TurnEvent.Type.MESSAGE_COMPLETED)
-        .order_by("seq")
-        .values_list("turn_id", "data")
-    ):
-        replies[turn_id].append(data.get("text", ""))
     return [
         {
-            "input": t.input,
-            "by": t.started_by.get_username() if t.started_by else None,
-            "reply": "\n\n".join(replies[t.pk]),
-            "status": t.status,
+            "input": earlier["input"],
+            "by": earlier["by"],
+            "reply": "\n\n".join(
+                event["data"].get("text", "")
+                for event in earlier["events"]
+                if event["type"] == TurnEvent.Type.MESSAGE_COMPLETED
+            ),
+            "status": earlier["status"],
         }
-        for t in earlier
+        for earlier in turn_transcripts(
+            conversation_id=turn.conversation_id,
+            before=turn.created_at,
+            exclude_turn_id=turn.pk,
+            limit=limit,
+        )
     ]
 
 

@@ -27,7 +27,8 @@ class ScriptedAgent(Agent):
     ``{"await_steering": seconds}`` waits (checking at each step, as an agent does) for steering
     and says it, or says an empty list when the time is up; ``{"tool": name}`` runs a tool
     with ``ctx.call_tool`` that notes each run in the workspace's ``tool-runs.log`` (with
-    ``"hold": true`` its first run never ends: a test stops the process in the middle of it).
+    ``"hold": true`` its first run never ends: a test stops the process in the middle of it);
+    ``{"history": true}`` says ``ctx.history``.
     It can be resumed (its sleeps are skipped while it replays).
     """
 
@@ -46,6 +47,8 @@ class ScriptedAgent(Agent):
                     await asyncio.sleep(step["sleep"])
             elif "steering" in step:
                 await ctx.say(json.dumps({"steering": ctx.steering()}))
+            elif "history" in step:
+                await ctx.say(json.dumps({"history": ctx.history}))
             elif "await_steering" in step:
                 await ctx.say(json.dumps({"steering": await _next_steering(ctx, step)}))
             elif "tool" in step:

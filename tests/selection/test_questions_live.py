@@ -577,3 +577,26 @@ def test_a_workspace_made_without_a_folder_gets_one_when_its_agent_first_runs(
         reply(client, question["id"], action="dismiss")
         wait_for_turn_end(client, cid)
     assert folder.is_dir()
+
+
+def test_an_agent_reads_the_earlier_turns_as_its_history(server, people):
+    with server.client(people.bob) as client:
+        cid = create_conversation(client)
+        start(client, cid, [{"say": "First reply."}, {"say": "Second message."}])
+        wait_for_turn_end(client, cid)
+    with server.client(people.alice) as client:
+        start(client, cid, [{"history": True}])
+        wait_for_turn_end(client, cid)
+        said = [
+            e["data"]["text"] for e in all_events(client, cid) if e["type"] == "message.completed"
+        ]
+    assert json.loads(said[-1]) == {
+        "history": [
+            {
+                "input": json.dumps([{"say": "First reply."}, {"say": "Second message."}]),
+                "by": "bob",
+                "reply": "First reply.\n\nSecond message.",
+                "status": "completed",
+            }
+        ]
+    }
