@@ -19,12 +19,22 @@ from django.conf import settings  # noqa: E402
 from conversations.auth import BrowserOriginValidator, WebSocketAuthMiddleware  # noqa: E402
 from conversations.process import server_loop  # noqa: E402
 from conversations.routing import websocket_urlpatterns  # noqa: E402
+from external.server import endpoint as mcp_endpoint  # noqa: E402
 
 logger = logging.getLogger(__name__)
 
+
+async def http(scope, receive, send):
+    """MCP's Streamable HTTP at /mcp/ (see external.server), everything else through Django."""
+    path = scope["path"]
+    if path == "/mcp" or path.startswith("/mcp/"):
+        return await mcp_endpoint(scope, receive, send)
+    return await django_asgi_app(scope, receive, send)
+
+
 router = ProtocolTypeRouter(
     {
-        "http": django_asgi_app,
+        "http": http,
         "websocket": BrowserOriginValidator(
             WebSocketAuthMiddleware(URLRouter(websocket_urlpatterns))
         ),

@@ -51,6 +51,7 @@ INSTALLED_APPS = [
     "channels",
     "conversations",
     "selection",
+    "external",
 ]
 
 MIDDLEWARE = [
@@ -237,6 +238,17 @@ PARLEY_AGENTS = {
     **env.json("PARLEY_AGENTS", default={}),
 }
 PARLEY_DEFAULT_AGENT = env.str("PARLEY_DEFAULT_AGENT", default="builtin")
+# Agents that run single turns started from elsewhere, never a conversation's own (so never
+# offered when one is created): an outside agent's turn, driven through MCP.
+PARLEY_TURN_AGENTS = {"external": "external.agent.ExternalAgent"}
+# The MCP endpoint (/mcp/): a session with no request in flight for this long ends, and its turn
+# with it (a Streamable HTTP client can vanish without ending its session); a tool call waiting
+# on people sends a progress notification this often (when the client asked for them), so that
+# neither it nor a proxy gives up; a task's result is kept this long unless the client asks for
+# less.
+PARLEY_MCP_IDLE_TIMEOUT_SECONDS = env.float("PARLEY_MCP_IDLE_TIMEOUT_SECONDS", default=600.0)
+PARLEY_MCP_PROGRESS_SECONDS = env.float("PARLEY_MCP_PROGRESS_SECONDS", default=15.0)
+PARLEY_MCP_TASK_TTL_SECONDS = env.int("PARLEY_MCP_TASK_TTL_SECONDS", default=86400)
 # Pause between the builtin agent's streamed chunks, so a person can read along.
 PARLEY_BUILTIN_PACE_MS = env.int("PARLEY_BUILTIN_PACE_MS", default=25)
 # Text deltas that arrive within this window are written as one event.

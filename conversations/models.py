@@ -119,6 +119,9 @@ class Turn(models.Model):
     started_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+"
     )
+    # The agent of this turn when it is not the conversation's: "external" for an outside agent
+    # working through MCP (see external.agent); blank for the conversation's own.
+    agent = models.CharField(max_length=50, blank=True)
     interactive = models.BooleanField(default=True)
     # Whether its agent asks before it writes or renames a file (started with false: it does not).
     confirm_writes = models.BooleanField(default=True)

@@ -66,8 +66,10 @@ class Questions(Protocol):
         timeout: float,
         step: dict,
         releasable: bool,
+        selection_id: str | None = None,
     ) -> dict:
-        """Store the question (with its journal ``step``), announce it, and wait (holding no
+        """Store the question (with its journal ``step``; under ``selection_id`` if given),
+        announce it, and wait (holding no
         thread) until it is settled. Returns ``{"selection", "status", "answer",
         "answered_by"}``. If ``releasable``, a long wait lets go of the turn (raising
         TurnReleased); settling the question then resumes it."""

@@ -240,9 +240,11 @@ def turn_start(
     input: str,
     interactive: bool = True,
     confirm_writes: bool = True,
+    agent: str = "",
 ) -> tuple[Turn, Frame]:
     """Start a turn and return it with its ``turn.started`` frame. ``confirm_writes`` false
-    lets its agent write and rename files without asking first.
+    lets its agent write and rename files without asking first. ``agent`` names an agent of
+    PARLEY_TURN_AGENTS to run it instead of the conversation's (an outside agent's turn).
 
     The turn and its first event are committed before this returns, so the turn can be tailed
     the moment its id is known; the runner starts once the transaction commits.
@@ -264,12 +266,15 @@ def turn_start(
                 started_by=user,
                 interactive=interactive,
                 confirm_writes=confirm_writes,
+                agent=agent,
                 lease_expires_at=_lease_end() if here else None,
                 **here,
             )
             data = {"input": text, "started_by": person(user), "interactive": interactive}
             if not confirm_writes:
                 data["confirm_writes"] = False
+            if agent:
+                data["agent"] = agent
             (frame,) = append_events(
                 conversation_id=conversation.pk,
                 turn_id=turn.pk,
@@ -451,10 +456,11 @@ def turns_unowned(*, process: str, local_turn_ids: list[str], any_owner: bool) -
     rows = (
         Turn.objects.filter(unowned, status__in=Turn.ACTIVE_STATUSES)
         .exclude(pk__in=local_turn_ids)
-        .values_list("pk", "conversation__agent", "status", "runner", "lease_expires_at")
+        .values_list("pk", "agent", "conversation__agent", "status", "runner", "lease_expires_at")
     )
     found = []
-    for turn_id, agent, status, runner, lease in rows:
+    for turn_id, own_agent, agent, status, runner, lease in rows:
+        agent = own_agent or agent
         if any_owner:
             reason = "restart"
         elif not runner or lease is None:

@@ -47,8 +47,9 @@ class TurnQuestions:
         timeout: float,
         step: dict,
         releasable: bool,
+        selection_id: str | None = None,
     ) -> dict:
-        selection_id = new_selection_id()
+        selection_id = selection_id or new_selection_id()
         # Ready for the wake-up before the question is stored: someone may answer the moment
         # selection.requested is published.
         with parking.expecting(selection_id):

@@ -29,9 +29,14 @@ class Agent:
     ``resumable``: whether a turn of this agent can be rebuilt by running :meth:`run` again
     against its journal. One that cannot is failed when its process stops, and stays in memory
     while it waits for an answer.
+
+    ``releasable``: whether a turn waiting long for an answer lets go of its process's memory
+    (to be resumed by whoever settles the question). By default, if it is resumable; an agent
+    whose work is held in memory elsewhere anyway (an outside agent's session) sets it False.
     """
 
     resumable = False
+    releasable: bool | None = None
 
     @classmethod
     def models(cls) -> list[str]:
@@ -43,9 +48,13 @@ class Agent:
         raise NotImplementedError
 
 
+def _agent_path(name: str) -> str | None:
+    return settings.PARLEY_AGENTS.get(name) or settings.PARLEY_TURN_AGENTS.get(name)
+
+
 def agent_is_resumable(name: str) -> bool:
     """Whether turns of the agent configured under ``name`` can be resumed (False if none is)."""
-    path = settings.PARLEY_AGENTS.get(name)
+    path = _agent_path(name)
     return path is not None and bool(getattr(import_string(path), "resumable", False))
 
 
@@ -56,12 +65,11 @@ def agent_models(name: str) -> list[str]:
 
 
 def load_agent(name: str) -> Agent:
-    """A new instance of the agent configured under ``name``.
+    """A new instance of the agent configured under ``name`` (in PARLEY_AGENTS, or in
+    PARLEY_TURN_AGENTS for one that runs single turns started from elsewhere).
 
     Raises ApplicationError ``unknown_agent`` if no such agent is configured.
     """
-    try:
-        path = settings.PARLEY_AGENTS[name]
-    except KeyError:
-        raise ApplicationError("unknown_agent", f"No agent named '{name}' is configured.") from None
+    if (path := _agent_path(name)) is None:
+        raise ApplicationError("unknown_agent", f"No agent named '{name}' is configured.")
     return import_string(path)()

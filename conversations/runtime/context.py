@@ -113,6 +113,7 @@ class TurnContext:
         writer: EventWriter,
         journal: Journal | None = None,
         resumable: bool = False,
+        releasable: bool | None = None,
     ):
         self.turn_id = turn.pk
         self.conversation_id = turn.conversation_id
@@ -127,6 +128,8 @@ class TurnContext:
         self.started_by = turn.started_by.get_username() if turn.started_by else None
         self._writer = writer
         self._resumable = resumable
+        # Whether a long wait for an answer lets go of the turn (see Agent.releasable).
+        self._releasable = resumable if releasable is None else releasable
         self._message: list[str] = []
         # Characters said so far, and the index of the next step (see TurnStep).
         self._said = 0
@@ -421,6 +424,7 @@ class TurnContext:
         schema: dict | None = None,
         addressee: str | None = None,
         timeout: float | None = None,
+        selection_id: str | None = None,
     ) -> Answer:
         """Ask a person something and wait for the answer, holding no thread.
 
@@ -428,6 +432,8 @@ class TurnContext:
         (``options`` of label, value and description; ``multiple``; ``allow_freeform``),
         ``text``, ``confirm`` or ``form`` (a flat JSON ``schema``). ``addressee`` (a username)
         lets only that person, or an owner, answer. ``timeout`` overrides the default expiry.
+        ``selection_id`` stores the question under an id the caller made beforehand (with
+        ``conversations.shared.new_selection_id``), to find it again from elsewhere.
         Returns an Answer; only Stop interrupts the wait (by cancelling the agent).
         Raises ValueError for a malformed question.
         """
@@ -446,7 +452,7 @@ class TurnContext:
             await self.end_message()
             self._questions += 1
             outcome = await questions.wait_again(
-                recorded.outcome["selection"], turn_id=self.turn_id, releasable=self._resumable
+                recorded.outcome["selection"], turn_id=self.turn_id, releasable=self._releasable
             )
         else:
             try:
@@ -481,7 +487,8 @@ class TurnContext:
                 ordinal=self._questions,
                 timeout=timeout or settings.PARLEY_SELECTION_TIMEOUT_SECONDS,
                 step=self._new_step("ask", kind, asked, said, {}),
-                releasable=self._resumable,
+                releasable=self._releasable,
+                selection_id=selection_id,
             )
         self._catch_up_on_steering()
         return Answer(
@@ -490,6 +497,34 @@ class TurnContext:
             answered_by=outcome["answered_by"],
             selection_id=outcome["selection"],
         )
+
+    async def settle_outstanding(self) -> list[Answer]:
+        """For an agent driven from outside its process (see external.agent), which cannot run
+        again what it had done when its turn is resumed: stop replaying where the turn stands,
+        and wait (holding no thread) until every question it had asked is settled. Returns
+        what became of each, in the order they were asked."""
+        journal = self._journal
+        if self._replay is not None:
+            self._go_live()
+        if journal is None:
+            return []
+        questions = seams.questions.get()
+        answers = []
+        for step in journal.steps:
+            if step.kind != "ask" or "selection" not in step.outcome:
+                continue
+            outcome = await questions.wait_again(
+                step.outcome["selection"], turn_id=self.turn_id, releasable=False
+            )
+            answers.append(
+                Answer(
+                    status=outcome["status"],
+                    value=outcome["answer"],
+                    answered_by=outcome["answered_by"],
+                    selection_id=outcome["selection"],
+                )
+            )
+        return answers
 
     def _catch_up_on_steering(self) -> None:
         """Read steering sent while the turn waited, in case a wake-up was lost on the way;

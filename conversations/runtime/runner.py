@@ -194,7 +194,7 @@ class TurnRunner:
         inbox = await self.inboxes.open(running.control)
         try:
             turn = await self._begin(running, inbox.name, reason)
-            agent = load_agent(turn.conversation.agent) if turn is not None else None
+            agent = load_agent(turn.agent or turn.conversation.agent) if turn is not None else None
         except Exception:
             inbox.close()
             logger.warning("Could not start turn %s; upkeep will", running.turn_id, exc_info=True)
@@ -227,6 +227,7 @@ class TurnRunner:
                 writer=writer,
                 journal=journal,
                 resumable=agent.resumable,
+                releasable=agent.releasable,
             )
             # A workspace made in the admin has no folder yet; its agent and pickers need one.
             await asyncio.to_thread(running.context.files_root.mkdir, parents=True, exist_ok=True)
