@@ -23,6 +23,8 @@ from datetime import UTC
 import anyio
 import orjson
 from django.conf import settings
+from jsonschema import Draft202012Validator
+from jsonschema.exceptions import best_match
 from mcp import types
 from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
 from mcp.server.auth.provider import AccessToken
@@ -264,7 +266,7 @@ async def _stopped_message(turn_id: str | None) -> str:
     turn = await run_db(
         lambda: Turn.objects.filter(pk=turn_id).select_related("cancelled_by").first()
     )
-    if turn is not None and turn.status == Turn.Status.CANCELLED:
+    if turn is not None and turn.cancel_requested_at is not None:
         who = turn.cancelled_by.get_username() if turn.cancelled_by else "someone"
         return (
             f"The team stopped this work in Parley ({who} pressed Stop). Stop what you were "
@@ -454,14 +456,40 @@ async def _post(session: Session, arguments: dict, context):
     return _with_steering(structured, "Posted.")
 
 
+async def _reported(session: Session, name: str, arguments: dict, look):
+    """A look-up, shown as a tool call of the session's turn when it has one (``look`` is a
+    coroutine function returning rows)."""
+    link = session.link
+    if link is None or link.ended.is_set():
+        return await look(), []
+
+    async def work(ctx) -> dict:
+        async with ctx.tool(name, arguments) as call:
+            rows = await look()
+            call.result = {"count": len(rows)}
+        return {"rows": rows}
+
+    try:
+        done = await link.submit(work).future
+    except (LinkEnded, asyncio.CancelledError):
+        return await look(), []
+    return done["rows"], done.get("steering", [])
+
+
 async def _list_conversations(session: Session, arguments: dict, context):
-    rows = await run_db(_conversation_rows, user=session.user, workspace=arguments.get("workspace"))
+    async def look():
+        return await run_db(
+            _conversation_rows, user=session.user, workspace=arguments.get("workspace")
+        )
+
+    rows, steering = await _reported(session, "list_conversations", arguments, look)
     text = "\n".join(
         f"{row['id']}  {row['workspace']}  {row['title']}"
         + ("  (a turn is running)" if row["running"] else "")
         for row in rows
     )
-    return _result({"conversations": rows}, text or "You can see no conversation yet.")
+    structured = {"conversations": rows, **({"steering": steering} if steering else {})}
+    return _with_steering(structured, text or "You can see no conversation yet.")
 
 
 def _conversation_rows(*, user, workspace: str | None) -> list[dict]:
@@ -478,9 +506,13 @@ def _conversation_rows(*, user, workspace: str | None) -> list[dict]:
 
 
 async def _pending(session: Session, arguments: dict, context):
-    rows = await run_db(_pending_rows, ids=session.asked)
+    async def look():
+        return await run_db(_pending_rows, ids=session.asked)
+
+    rows, steering = await _reported(session, "pending", arguments, look)
     text = "\n".join(f"{row['id']}  {row['kind']}  {row['prompt']}" for row in rows)
-    return _result({"pending": rows}, text or "No question of this session is waiting.")
+    structured = {"pending": rows, **({"steering": steering} if steering else {})}
+    return _with_steering(structured, text or "No question of this session is waiting.")
 
 
 def _pending_rows(*, ids: list[str]) -> list[dict]:
@@ -532,16 +564,30 @@ async def _list_tools() -> list[types.Tool]:
     return TOOLS
 
 
-@server.call_tool()
+_VALIDATORS = {tool.name: Draft202012Validator(tool.inputSchema) for tool in TOOLS}
+
+
+def _argument_error(name: str, arguments: dict) -> str | None:
+    """What is wrong with a tool's arguments, naming the field (None if nothing is)."""
+    validator = _VALIDATORS.get(name)
+    if validator is None:
+        return f"Unknown tool {name!r}; the tools are {', '.join(HANDLERS)}."
+    error = best_match(validator.iter_errors(arguments))
+    if error is None:
+        return None
+    where = ".".join(str(part) for part in error.absolute_path)
+    return f"{where}: {error.message}" if where else error.message
+
+
+@server.call_tool(validate_input=False)
 async def _call_tool(name: str, arguments: dict):
     context = server.request_context
     session: Session = context.lifespan_context
     session.know(context)
-    handler = HANDLERS.get(name)
-    if handler is None:
-        return _result({"error": f"Unknown tool {name!r}."}, f"Unknown tool {name!r}.", error=True)
+    if (error := _argument_error(name, arguments)) is not None:
+        return _result({"error": error}, error, error=True)
     try:
-        return await handler(session, arguments, context)
+        return await HANDLERS[name](session, arguments, context)
     except Refused as exc:
         return _result({"error": str(exc)}, str(exc), error=True)
     except LinkEnded:

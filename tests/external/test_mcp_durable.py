@@ -1,0 +1,48 @@
+"""A question an outside agent asked through MCP survives a Parley restart: its answer is still
+delivered to the task, from a new session on the new process."""
+
+import asyncio
+
+import httpx
+from mcp import types
+
+from tests.external.test_mcp import of_type, pending_question, reply, turn_events
+from tests.mcp_client import ACCEPT, mcp_session, open_raw_session, rpc_result
+
+
+async def test_a_task_is_answered_after_its_server_restarted(make_server, people):
+    first = make_server()
+    headers = {"Accept": ACCEPT, "Authorization": f"Bearer {people.bob.token}"}
+    async with httpx.AsyncClient(base_url=first.url, headers=headers, timeout=30) as http:
+        session = await open_raw_session(http)
+        call = {
+            "jsonrpc": "2.0",
+            "id": 2,
+            "method": "tools/call",
+            "params": {
+                "name": "ask",
+                "arguments": {"kind": "confirm", "prompt": "Deploy on Friday?"},
+                "task": {"ttl": 600_000},
+            },
+        }
+        task = rpc_result(await http.post("/mcp/", json=call, headers=session))["task"]
+    assert task["status"] == "working"
+    async with first.async_client(people.alice) as rest:
+        question = await pending_question(rest)
+    # A deploy: SIGTERM, and a new process on the same database.
+    await asyncio.to_thread(first.stop)
+    second = make_server()
+    async with second.async_client(people.alice) as rest:
+        await reply(rest, question, answer=True)
+        events = await turn_events(rest, question["conversation"], timeout=60)
+        async with mcp_session(second.url, people.bob.token) as mcp:
+            found = await mcp.experimental.get_task(task["taskId"])
+            assert found.status == "completed"
+            result = await mcp.experimental.get_task_result(task["taskId"], types.CallToolResult)
+    assert result.structuredContent["status"] == "answered"
+    assert result.structuredContent["answer"] is True
+    assert result.structuredContent["answered_by"] == "alice"
+    # The turn went on where the team answered, and ended: its session had gone.
+    assert of_type(events, "turn.resumed")
+    assert of_type(events, "turn.notice")[-1]["data"]["kind"] == "session_ended"
+    assert events[-1]["type"] == "turn.completed"
