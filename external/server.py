@@ -36,6 +36,7 @@ from rest_framework.authtoken.models import Token
 from conversations.access import conversation_access, workspace_access
 from conversations.dbthreads import run_db
 from conversations.models import Membership, Turn
+from conversations.process import server_loop
 from conversations.selectors import acting_member, conversations_for_user
 from conversations.services import conversation_create, turn_start
 from conversations.shared import ApplicationError, new_selection_id
@@ -262,10 +263,12 @@ def _open_conversation(*, user, conversation_id, workspace, title):
         raise Refused(exc.message) from None
 
 
+def _turn_with_stopper(turn_id: str | None) -> Turn | None:
+    return Turn.objects.filter(pk=turn_id).select_related("cancelled_by").first()
+
+
 async def _stopped_message(turn_id: str | None) -> str:
-    turn = await run_db(
-        lambda: Turn.objects.filter(pk=turn_id).select_related("cancelled_by").first()
-    )
+    turn = await run_db(_turn_with_stopper, turn_id)
     if turn is not None and turn.cancel_requested_at is not None:
         who = turn.cancelled_by.get_username() if turn.cancelled_by else "someone"
         return (
@@ -360,9 +363,11 @@ async def _ask(session: Session, arguments: dict, context):
     try:
         structured = await _waiting(command, context)
     except asyncio.CancelledError:
-        # The client cancelled its call (or the session ended): the question goes with it.
+        # The client cancelled its call (or the session ended): the question goes with it,
+        # unless this process is stopping (questions outlive a restart).
         command.cancel()
-        _in_background(run_db(_cancel_question, selection_id=selection_id, user=session.user))
+        if not server_loop.draining:
+            _in_background(run_db(_cancel_question, selection_id=selection_id, user=session.user))
         raise
     except LinkEnded:
         structured = tasks.stopped_result(await _stopped_message(session.turn_id))
@@ -427,6 +432,11 @@ async def _as_task(session: Session, context, command, selection_id: str):
         try:
             structured = await asyncio.shield(command.future)
         except (asyncio.CancelledError, LinkEnded):
+            turn = await run_db(_turn_with_stopper, session.turn_id)
+            if turn is None or turn.cancel_requested_at is None:
+                # Not stopped: this process is going away. The question stays open, and the
+                # task gets what it comes to from the question itself (see external.tasks).
+                return
             structured = tasks.stopped_result(await _stopped_message(session.turn_id))
         except Exception as exc:
             await run_db(

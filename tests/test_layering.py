@@ -10,7 +10,7 @@ import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-PACKAGES = ("config", "conversations", "selection")
+PACKAGES = ("config", "conversations", "selection", "external")
 
 
 def _module_name(path: Path) -> str:
@@ -119,6 +119,18 @@ def _edges(graph, source_prefix: str, target_prefix: str) -> list[str]:
 def test_conversations_never_imports_selection():
     # The other way goes only through conversations.seams, which the selection app fills.
     assert _edges(import_graph(), "conversations", "selection") == []
+
+
+def test_only_the_asgi_entry_point_imports_the_external_app():
+    # Outside agents sit on top: nothing below them knows they exist (their agent is loaded by
+    # name, from settings).
+    graph = import_graph()
+    for below in ("conversations", "selection"):
+        assert _edges(graph, below, "external") == []
+    assert _edges(graph, "config", "external") == [
+        "config.asgi -> external",
+        "config.asgi -> external.server",
+    ]
 
 
 def test_neither_app_imports_the_others_apis():
