@@ -42,6 +42,15 @@ def cluster_stage():
     return cluster
 
 
+def mcp_stage():
+    """bench/outside.py, the outside agent's stage over MCP (imported as cluster_stage is)."""
+    if str(ROOT) not in sys.path:
+        sys.path.insert(0, str(ROOT))
+    from bench import outside
+
+    return outside
+
+
 def durable_stage():
     """bench/durable.py, the durable-turns stage (imported as cluster_stage is)."""
     cluster_stage()
@@ -553,6 +562,15 @@ async def main(quick: bool) -> dict:
             prepare_parley=prepare_parley,
             percentile=percentile,
         )
+    print("An outside agent over MCP: answer -> the agent has the result …", flush=True)
+    async with asyncio.timeout(600):
+        results["mcp"] = await mcp_stage().run(
+            scratch / "mcp",
+            quick,
+            Daphne=Daphne,
+            prepare_parley=prepare_parley,
+            percentile=percentile,
+        )
     print("Across two processes: PostgreSQL, Redis, Parley A and B …", flush=True)
     async with asyncio.timeout(1200):
         results["cluster"] = await cluster_stage().run(quick, rounds)
@@ -645,6 +663,8 @@ def report(results: dict) -> str:
     ]
     if "durable" in results:
         lines += ["", *durable_stage().report(results["durable"], k, q)]
+    if "mcp" in results:
+        lines += ["", *mcp_stage().report(results["mcp"])]
     if "cluster" in results:
         lines += ["", *cluster_stage().report(results["cluster"])]
     return "\n".join(lines)

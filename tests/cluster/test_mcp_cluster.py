@@ -3,8 +3,12 @@ over Redis."""
 
 import asyncio
 
+import pytest
+
 from tests.external.test_mcp import CHOICE, of_type, pending_question, reply, turn_events
 from tests.mcp_client import mcp_session
+
+pytestmark = pytest.mark.cluster
 
 
 async def test_an_answer_given_on_b_reaches_the_outside_agent_on_a(nodes, people):
