@@ -53,7 +53,6 @@ class Link:
         self.turn_id = turn_id
         self._queue: asyncio.Queue[Command | None] = asyncio.Queue()
         self.ended = asyncio.Event()
-        self.serving = asyncio.Event()
 
     def submit(self, work: Work) -> Command:
         """Hand the turn something to do; its result comes on ``command.future`` (cancelled
@@ -65,13 +64,14 @@ class Link:
         return command
 
     def close(self) -> None:
-        """The session ended: the agent cuts short what still waits and ends the turn."""
+        """The session ended: the agent cuts short what still waits and ends the turn (a link
+        whose turn never started serving is forgotten here too)."""
+        _links.pop(self.turn_id, None)
         self._queue.put_nowait(None)
 
     async def serve(self, ctx) -> None:
         """Run the session's commands until it ends (or Stop cancels this)."""
         running: set[asyncio.Task] = set()
-        self.serving.set()
         try:
             while (command := await self._queue.get()) is not None:
                 if command.future.cancelled():

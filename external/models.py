@@ -2,6 +2,7 @@
 
 from django.conf import settings
 from django.db import models
+from django.utils import timezone
 
 from conversations.models import Turn
 
@@ -28,7 +29,7 @@ class ExternalTask(models.Model):
     selection_id = models.CharField(max_length=24)
     status = models.CharField(max_length=20, choices=Status.choices, default=Status.WORKING)
     result = models.JSONField(null=True, blank=True)
-    created_at = models.DateTimeField(auto_now_add=True)
+    created_at = models.DateTimeField(default=timezone.now)
     updated_at = models.DateTimeField(auto_now=True)
     expires_at = models.DateTimeField()
 

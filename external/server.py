@@ -41,7 +41,6 @@ from conversations.selectors import acting_member, conversations_for_user
 from conversations.services import conversation_create, turn_start
 from conversations.shared import ApplicationError, new_selection_id
 from selection.models import Selection
-from selection.services import selection_cancel
 from selection.validation import clean_question
 
 from . import tasks
@@ -268,7 +267,10 @@ def _turn_with_stopper(turn_id: str | None) -> Turn | None:
 
 
 async def _stopped_message(turn_id: str | None) -> str:
-    turn = await run_db(_turn_with_stopper, turn_id)
+    return _stop_message(await run_db(_turn_with_stopper, turn_id))
+
+
+def _stop_message(turn: Turn | None) -> str:
     if turn is not None and turn.cancel_requested_at is not None:
         who = turn.cancelled_by.get_username() if turn.cancelled_by else "someone"
         return (
@@ -367,16 +369,13 @@ async def _ask(session: Session, arguments: dict, context):
         # unless this process is stopping (questions outlive a restart).
         command.cancel()
         if not server_loop.draining:
-            _in_background(run_db(_cancel_question, selection_id=selection_id, user=session.user))
+            _in_background(
+                run_db(tasks.question_cancel, selection_id=selection_id, user=session.user)
+            )
         raise
     except LinkEnded:
         structured = tasks.stopped_result(await _stopped_message(session.turn_id))
     return _with_steering(structured, answer_text(structured))
-
-
-def _cancel_question(*, selection_id: str, user) -> None:
-    if selection := Selection.objects.filter(pk=selection_id).first():
-        selection_cancel(selection=selection, user=user)
 
 
 async def _waiting(command, context) -> dict:
@@ -437,7 +436,7 @@ async def _as_task(session: Session, context, command, selection_id: str):
                 # Not stopped: this process is going away. The question stays open, and the
                 # task gets what it comes to from the question itself (see external.tasks).
                 return
-            structured = tasks.stopped_result(await _stopped_message(session.turn_id))
+            structured = tasks.stopped_result(_stop_message(turn))
         except Exception as exc:
             await run_db(
                 tasks.task_deliver, task_id=task_id, result={"error": str(exc)}, failed=True
@@ -466,7 +465,7 @@ async def _post(session: Session, arguments: dict, context):
     return _with_steering(structured, "Posted.")
 
 
-async def _reported(session: Session, name: str, arguments: dict, look):
+async def _reported(session: Session, name: str, arguments: dict, context, look):
     """A look-up, shown as a tool call of the session's turn when it has one (``look`` is a
     coroutine function returning rows)."""
     link = session.link
@@ -480,8 +479,8 @@ async def _reported(session: Session, name: str, arguments: dict, look):
         return {"rows": rows}
 
     try:
-        done = await link.submit(work).future
-    except (LinkEnded, asyncio.CancelledError):
+        done = await _waiting(link.submit(work), context)
+    except LinkEnded:
         return await look(), []
     return done["rows"], done.get("steering", [])
 
@@ -492,7 +491,7 @@ async def _list_conversations(session: Session, arguments: dict, context):
             _conversation_rows, user=session.user, workspace=arguments.get("workspace")
         )
 
-    rows, steering = await _reported(session, "list_conversations", arguments, look)
+    rows, steering = await _reported(session, "list_conversations", arguments, context, look)
     text = "\n".join(
         f"{row['id']}  {row['workspace']}  {row['title']}"
         + ("  (a turn is running)" if row["running"] else "")
@@ -519,7 +518,7 @@ async def _pending(session: Session, arguments: dict, context):
     async def look():
         return await run_db(_pending_rows, ids=session.asked)
 
-    rows, steering = await _reported(session, "pending", arguments, look)
+    rows, steering = await _reported(session, "pending", arguments, context, look)
     text = "\n".join(f"{row['id']}  {row['kind']}  {row['prompt']}" for row in rows)
     structured = {"pending": rows, **({"steering": steering} if steering else {})}
     return _with_steering(structured, text or "No question of this session is waiting.")
@@ -611,7 +610,7 @@ def _task_model(task) -> types.Task:
         status=task.status,
         createdAt=task.created_at.astimezone(UTC),
         lastUpdatedAt=task.updated_at.astimezone(UTC),
-        ttl=int((task.expires_at - task.created_at).total_seconds() * 1000),
+        ttl=round((task.expires_at - task.created_at).total_seconds() * 1000),
         pollInterval=tasks.POLL_INTERVAL_MS,
         statusMessage=_status_message(task),
     )

@@ -37,12 +37,14 @@ def stopped_result(message: str) -> dict:
 
 
 def task_create(*, task_id: str, user, turn_id: str, selection_id: str, ttl_seconds: float):
+    now = timezone.now()
     return ExternalTask.objects.create(
         id=task_id,
         user=user,
         turn_id=turn_id,
         selection_id=selection_id,
-        expires_at=timezone.now() + timedelta(seconds=ttl_seconds),
+        created_at=now,
+        expires_at=now + timedelta(seconds=ttl_seconds),
     )
 
 
@@ -103,6 +105,11 @@ def task_cancel(*, user, task_id: str) -> ExternalTask | None:
             return task
         task.status = ExternalTask.Status.CANCELLED
         task.save(update_fields=["status", "updated_at"])
-    if selection := Selection.objects.filter(pk=task.selection_id).first():
-        selection_cancel(selection=selection, user=user)
+    question_cancel(selection_id=task.selection_id, user=user)
     return task
+
+
+def question_cancel(*, selection_id: str, user) -> None:
+    """Cancel an outside agent's question, if it was stored and is still open."""
+    if selection := Selection.objects.filter(pk=selection_id).first():
+        selection_cancel(selection=selection, user=user)

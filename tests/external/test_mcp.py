@@ -383,6 +383,8 @@ async def test_a_question_asked_as_a_task_is_fetched_later_and_can_be_cancelled(
         created = await mcp.experimental.call_tool_as_task("ask", CHOICE, ttl=600_000)
         task_id = created.task.taskId
         assert created.task.status == "working" and created.task.pollInterval == 1000
+        # The ttl asked for, being under PARLEY_MCP_TASK_TTL_SECONDS, is the one kept.
+        assert created.task.ttl == 600_000
         question = await pending_question(rest)
         assert (await mcp.experimental.get_task(task_id)).status == "working"
         await reply(rest, question, answer="sqlite")
@@ -433,3 +435,17 @@ async def test_a_client_that_vanishes_without_ending_its_session_ends_its_turn(m
         assert events[-1]["type"] == "turn.completed"
         gone = await http.post("/mcp/", json={**call, "id": 3}, headers=headers)
         assert gone.status_code == 404
+
+
+async def test_a_session_creates_its_conversation_in_the_workspace_named(mcp_server, people):
+    async with mcp_session(mcp_server.url, people.dave.token, name="Cursor") as mcp:
+        posted = await mcp.call_tool("post", {"text": "Hello", "workspace": "other"})
+        assert not posted.isError, posted
+        refused = await mcp.call_tool("post", {"text": "Hi", "workspace": "nowhere"})
+        # The session is bound already: the workspace of a later call does not move it.
+        assert not refused.isError
+    conversation = await Conversation.objects.select_related("workspace").aget()
+    assert (conversation.title, conversation.workspace.slug) == ("Cursor", "other")
+    async with mcp_session(mcp_server.url, people.bob.token) as mcp:
+        unknown = await mcp.call_tool("post", {"text": "Hi", "workspace": "nowhere"})
+        assert unknown.isError and "Workspace 'nowhere' was not found" in unknown.content[0].text
