@@ -71,9 +71,14 @@ def pytest_sessionfinish(session, exitstatus):
 
 @pytest.fixture
 def files_root():
-    """The test workspace's files: a fresh copy of the demo files for every test."""
-    root = Path(settings.PARLEY_FILES_ROOT) / "team"
-    shutil.rmtree(root, ignore_errors=True)
+    """The test workspace's files: a fresh copy of the demo files for every test.
+
+    The whole files root is emptied first, so a folder another test's workspace
+    was given (say "other", made when its agent first ran) is not seen here.
+    """
+    everything = Path(settings.PARLEY_FILES_ROOT)
+    shutil.rmtree(everything, ignore_errors=True)
+    root = everything / "team"
     shutil.copytree(DEMO_FILES, root)
     return root
 
