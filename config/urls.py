@@ -4,26 +4,34 @@ the load balancer and Prometheus."""
 from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.urls import include, path
-from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerView
+from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
 from conversations import health, views
+from selection.views import waiting_page
 
 urlpatterns = [
     path("", views.home, name="home"),
     path("conversations/new/", views.conversation_new, name="conversation-new"),
     path("conversations/<str:conversation_id>/", views.conversation_page, name="conversation"),
+    path("waiting/", waiting_page, name="waiting"),
     path("login/", auth_views.LoginView.as_view(), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("admin/", admin.site.urls),
     path("api/", include("conversations.urls")),
     path("api/", include("selection.urls")),
     path("api/schema/", SpectacularAPIView.as_view(), name="api-schema"),
-    path("api/docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),
-    path("api/redoc/", SpectacularRedocView.as_view(url_name="api-schema"), name="api-redoc"),
+    # Swagger UI with its start-up script at ?script (a file, not inline: see api_docs.html).
+    path(
+        "api/docs/",
+        SpectacularSwaggerSplitView.as_view(url_name="api-schema", template_name="api_docs.html"),
+        name="api-docs",
+    ),
     path("healthz", health.healthz, name="healthz"),
     path("readyz", health.readyz, name="readyz"),
     path("metrics", health.metrics, name="metrics"),
 ]
 
+handler400 = "conversations.views.invalid_request"
+handler403 = "conversations.views.forbidden"
 handler404 = "conversations.views.not_found"
 handler500 = "conversations.views.internal_error"

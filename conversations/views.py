@@ -1,17 +1,21 @@
 """Browser pages: the workspaces and conversations a person belongs to, and a conversation's
 live page (a shell that static JavaScript fills from the event log and the socket)."""
 
-from functools import wraps
+from datetime import datetime
+from urllib.parse import urlencode
 
 from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
+from django.core.paginator import Paginator
 from django.http import Http404, JsonResponse
 from django.middleware.csrf import get_token
 from django.shortcuts import redirect, render
 from django.urls import reverse
+from django.utils import timezone
+from django.utils.formats import date_format
 from django.views.decorators.http import require_POST
-from django.views.defaults import page_not_found, server_error
+from django.views.defaults import bad_request, page_not_found, permission_denied, server_error
 
 from . import selectors, services
 from .access import conversation_access, workspace_access
@@ -19,26 +23,6 @@ from .agents import agent_models
 from .events import TERMINAL_EVENT_TYPES
 from .models import Membership, Turn
 from .shared import ApplicationError, person
-
-
-def content_security_policy(view):
-    """Pages run only Parley's own scripts and styles: text that slips through as markup can
-    load nothing and run nothing (agent output and people's input are shown as text anyway)."""
-
-    @wraps(view)
-    def wrapped(request, *args, **kwargs):
-        response = view(request, *args, **kwargs)
-        host = request.get_host()
-        response.setdefault(
-            "Content-Security-Policy",
-            "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
-            f"connect-src 'self' ws://{host} wss://{host}; object-src 'none'; base-uri 'none'; "
-            "form-action 'self'; frame-ancestors 'none'",
-        )
-        return response
-
-    return wrapped
-
 
 # What the agents are called on the pages; one not named here goes by its configured name.
 AGENT_LABELS = {"builtin": "Builtin helper", "openai": "Model"}
@@ -68,19 +52,80 @@ def agent_choices() -> list[dict]:
     return choices
 
 
+# Conversations per workspace on one page of the home list.
+HOME_PAGE_SIZE = 50
+
+
+def activity_words(moment: datetime, now: datetime) -> str:
+    """How long ago, in words: "just now", "5 minutes ago", "3 days ago", then the date
+    (home.js keeps the words current with the same rules)."""
+    seconds = (now - moment).total_seconds()
+    if seconds < 60:
+        return "just now"
+    for unit, size, limit in (("minute", 60, 60), ("hour", 3600, 24), ("day", 86400, 30)):
+        count = int(seconds // size)
+        if count < limit:
+            return f"{count} {unit}{'' if count == 1 else 's'} ago"
+    return date_format(timezone.localtime(moment), "j M Y")
+
+
+def _home_url(**params) -> str:
+    kept = {name: value for name, value in params.items() if value}
+    return f"{reverse('home')}?{urlencode(kept)}" if kept else reverse("home")
+
+
 @login_required
-@content_security_policy
 def home(request):
+    """The person's workspaces, each with its conversations, latest activity first, a page of
+    HOME_PAGE_SIZE at a time: ``?q=`` searches titles (archived ones too), ``?archived=1``
+    lists only the archived ones, and ``?workspace=<slug>&page=N`` pages through one workspace.
+    Plain links and a GET form: it all works without JavaScript (home.js adds in-place
+    rename, archive and delete)."""
+    search = request.GET.get("q", "").strip()[:200]
+    archived_view = request.GET.get("archived") == "1"
     workspaces = list(selectors.workspaces_for_user(user=request.user))
-    conversations = selectors.conversations_for_user(user=request.user)
-    by_workspace = {workspace.pk: [] for workspace in workspaces}
-    for conversation in conversations[:500]:
-        by_workspace[conversation.workspace_id].append(conversation)
+    # One workspace, to page through it; a slug that is not one of theirs shows them all.
+    only = request.GET.get("workspace", "")
+    if any(workspace.slug == only for workspace in workspaces):
+        workspaces = [workspace for workspace in workspaces if workspace.slug == only]
+    else:
+        only = ""
+    archived = True if archived_view else (None if search else False)
+    view = {"q": search, "archived": "1" if archived_view else ""}
+    now = timezone.now()
     for workspace in workspaces:
-        workspace.recent = by_workspace[workspace.pk][:50]
         workspace.can_act = workspace.role in Membership.ACTING_ROLES
+        conversations = selectors.conversations_for_user(
+            user=request.user, workspace_slug=workspace.slug, search=search, archived=archived
+        )
+        page = Paginator(conversations, HOME_PAGE_SIZE).get_page(
+            request.GET.get("page") if only else 1
+        )
+        for conversation in page:
+            conversation.rights = services.conversation_rights(
+                conversation=conversation, user=request.user, role=workspace.role
+            )
+            conversation.activity_words = activity_words(conversation.last_activity_at, now)
+        workspace.page = page
+        here = {**view, "workspace": workspace.slug}
+        if page.has_previous():
+            workspace.newer_url = _home_url(**here, page=page.previous_page_number())
+        if page.has_next():
+            workspace.older_url = _home_url(**here, page=page.next_page_number())
     return render(
-        request, "home.html", {"workspaces": workspaces, "agent_choices": agent_choices()}
+        request,
+        "home.html",
+        {
+            "workspaces": workspaces,
+            "agent_choices": agent_choices(),
+            "search": search,
+            "archived_view": archived_view,
+            "only": only,
+            "all_url": _home_url(**view),
+            "list_url": _home_url(q=search),
+            "archived_url": _home_url(q=search, archived="1"),
+            "csrf": get_token(request),
+        },
     )
 
 
@@ -111,7 +156,6 @@ def conversation_new(request):
 
 
 @login_required
-@content_security_policy
 def conversation_page(request, conversation_id):
     try:
         conversation, membership = conversation_access(
@@ -148,14 +192,32 @@ def _api_error(code: str, message: str, status: int) -> JsonResponse:
     return JsonResponse({"error": {"code": code, "message": message}}, status=status)
 
 
+# Django's error handlers, named in config/urls.py. API paths answer in the API's error shape;
+# pages get Parley's page (templates/404.html and the others). Every page's policy comes from
+# conversations.middleware.
+
+
 def not_found(request, exception=None):
-    """API paths answer in the API's error shape; pages get the usual page."""
     if request.path.startswith("/api/"):
         return _api_error("not_found", f"No API endpoint at {request.path}.", 404)
     return page_not_found(request, exception)
 
 
 def internal_error(request):
+    """500.html is rendered with no context at all (no context processors, so no database):
+    it shows even when the database is what failed."""
     if request.path.startswith("/api/"):
         return _api_error("server_error", "Something went wrong on our side.", 500)
     return server_error(request)
+
+
+def forbidden(request, exception=None):
+    if request.path.startswith("/api/"):
+        return _api_error("forbidden", "You may not do that.", 403)
+    return permission_denied(request, exception)
+
+
+def invalid_request(request, exception=None):
+    if request.path.startswith("/api/"):
+        return _api_error("bad_request", "The request could not be understood.", 400)
+    return bad_request(request, exception)
