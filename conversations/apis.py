@@ -1,6 +1,13 @@
 """The REST API for workspaces, conversations, turns and events (thin: parse, call, answer)."""
 
-from drf_spectacular.utils import OpenApiParameter, extend_schema
+from dataclasses import asdict
+
+from drf_spectacular.utils import (
+    OpenApiParameter,
+    extend_schema,
+    extend_schema_field,
+    extend_schema_serializer,
+)
 from rest_framework import serializers, status
 from rest_framework.pagination import LimitOffsetPagination
 from rest_framework.renderers import JSONRenderer
@@ -39,7 +46,16 @@ class EventSerializer(serializers.Serializer):
         return instance.to_envelope()
 
 
+class ConversationPermissionsSerializer(serializers.Serializer):
+    rename = serializers.BooleanField()
+    archive = serializers.BooleanField(help_text="Archive it, and bring it back")
+    delete = serializers.BooleanField()
+
+
 class ConversationOutputSerializer(serializers.Serializer):
+    """A conversation as the caller sees it. The context gives ``user`` and, for a single
+    conversation, ``role`` (a list's rows carry theirs)."""
+
     id = serializers.CharField()
     workspace = serializers.CharField(source="workspace.slug")
     title = serializers.CharField()
@@ -47,9 +63,23 @@ class ConversationOutputSerializer(serializers.Serializer):
     model = serializers.CharField(help_text="The model its agent uses ('' for its default)")
     created_by = PersonSerializer(allow_null=True)
     created_at = serializers.DateTimeField()
+    last_activity_at = serializers.DateTimeField(
+        help_text="When its newest event was stored (its creation, until it has one)"
+    )
+    archived = serializers.BooleanField(source="is_archived")
+    archived_at = serializers.DateTimeField(allow_null=True)
     latest_seq = serializers.IntegerField(source="last_seq")
     active_turn = serializers.CharField(source="active_turn_id", allow_null=True)
     active_turn_status = serializers.CharField(allow_null=True)
+    permissions = serializers.SerializerMethodField(help_text="What you may do to it")
+
+    @extend_schema_field(ConversationPermissionsSerializer)
+    def get_permissions(self, conversation) -> dict:
+        role = self.context.get("role") or getattr(conversation, "role", None)
+        rights = services.conversation_rights(
+            conversation=conversation, user=self.context["user"], role=role
+        )
+        return asdict(rights)
 
 
 def in_flight_payloads(conversations) -> list[dict]:
@@ -109,17 +139,34 @@ class ConversationListCreateApi(APIView):
         )
 
     @extend_schema(
-        parameters=[OpenApiParameter("workspace", str, description="Only this workspace (slug)")],
-        responses=ConversationOutputSerializer(many=True),
-        summary="Conversations in your workspaces, newest first",
+        parameters=[
+            OpenApiParameter("workspace", str, description="Only this workspace (slug)"),
+            OpenApiParameter(
+                "q", str, description="Only those whose title contains this (any case)"
+            ),
+            OpenApiParameter(
+                "archived",
+                str,
+                enum=["false", "true", "all"],
+                description="false: not archived (the default without q); true: only "
+                "archived; all: both (the default with q, as the home page searches)",
+            ),
+        ],
+        responses={200: ConversationOutputSerializer(many=True), 400: ErrorSerializer},
+        summary="Conversations in your workspaces, latest activity first",
     )
     def get(self, request):
+        search = request.query_params.get("q", "").strip()
         conversations = selectors.conversations_for_user(
-            user=request.user, workspace_slug=request.query_params.get("workspace")
+            user=request.user,
+            workspace_slug=request.query_params.get("workspace"),
+            search=search,
+            archived=_archived_filter(request.query_params.get("archived"), search),
         )
         paginator = self.pagination_class()
         page = paginator.paginate_queryset(conversations, request, view=self)
-        return paginator.get_paginated_response(ConversationOutputSerializer(page, many=True).data)
+        output = ConversationOutputSerializer(page, many=True, context={"user": request.user})
+        return paginator.get_paginated_response(output.data)
 
     @extend_schema(
         request=InputSerializer,
@@ -129,7 +176,7 @@ class ConversationListCreateApi(APIView):
     def post(self, request):
         payload = self.InputSerializer(data=request.data)
         payload.is_valid(raise_exception=True)
-        workspace, _ = workspace_access(
+        workspace, membership = workspace_access(
             user=request.user,
             slug=payload.validated_data["workspace"],
             act=True,
@@ -143,16 +190,91 @@ class ConversationListCreateApi(APIView):
             model=payload.validated_data.get("model", ""),
         )
         conversation = selectors.conversation_with_state(conversation_id=conversation.pk)
-        return Response(
-            ConversationOutputSerializer(conversation).data, status=status.HTTP_201_CREATED
+        output = ConversationOutputSerializer(
+            conversation, context={"user": request.user, "role": membership.role}
         )
+        return Response(output.data, status=status.HTTP_201_CREATED)
+
+
+def _archived_filter(raw: str | None, search: str) -> bool | None:
+    """The list's ``archived`` parameter: None keeps both. Without it, a search finds archived
+    conversations too and a plain list leaves them out, as on the home page."""
+    if raw is None:
+        return None if search else False
+    choices = {"true": True, "1": True, "false": False, "0": False, "all": None}
+    if raw.lower() not in choices:
+        raise ApplicationError("invalid", "archived: must be true, false or all.")
+    return choices[raw.lower()]
 
 
 class ConversationDetailApi(APIView):
+    @extend_schema_serializer(component_name="ConversationChange")
+    class InputSerializer(serializers.Serializer):
+        title = serializers.CharField(max_length=200, required=False)
+        archived = serializers.BooleanField(
+            required=False, help_text="true archives it, false brings it back"
+        )
+
+        def validate(self, attrs):
+            # A field it does not know would otherwise be dropped in silence, and the caller
+            # left to think that it changed.
+            unknown = sorted(set(self.initial_data) - set(self.fields))
+            if unknown:
+                raise serializers.ValidationError(
+                    f"{', '.join(unknown)}: cannot be changed; title and archived can."
+                )
+            if "title" in self.initial_data and not isinstance(self.initial_data["title"], str):
+                raise serializers.ValidationError({"title": "must be a string."})
+            return attrs
+
     @extend_schema(responses={200: ConversationOutputSerializer, 404: ErrorSerializer})
     def get(self, request, conversation_id):
-        conversation, _ = conversation_access(user=request.user, conversation_id=conversation_id)
-        return Response(ConversationOutputSerializer(conversation).data)
+        conversation, membership = conversation_access(
+            user=request.user, conversation_id=conversation_id
+        )
+        output = ConversationOutputSerializer(
+            conversation, context={"user": request.user, "role": membership.role}
+        )
+        return Response(output.data)
+
+    @extend_schema(
+        request=InputSerializer,
+        responses={
+            200: ConversationOutputSerializer,
+            **{s: ErrorSerializer for s in (400, 403, 404)},
+        },
+        summary="Rename, archive or unarchive a conversation (owners, and members theirs)",
+    )
+    def patch(self, request, conversation_id):
+        payload = self.InputSerializer(data=request.data)
+        payload.is_valid(raise_exception=True)
+        conversation, membership = conversation_access(
+            user=request.user, conversation_id=conversation_id
+        )
+        conversation = services.conversation_update(
+            conversation=conversation,
+            user=request.user,
+            role=membership.role,
+            **payload.validated_data,
+        )
+        output = ConversationOutputSerializer(
+            conversation, context={"user": request.user, "role": membership.role}
+        )
+        return Response(output.data)
+
+    @extend_schema(
+        request=None,
+        responses={204: None, **{s: ErrorSerializer for s in (403, 404, 409)}},
+        summary="Delete a conversation and everything in it (owners; 409 while a turn runs)",
+    )
+    def delete(self, request, conversation_id):
+        conversation, membership = conversation_access(
+            user=request.user, conversation_id=conversation_id
+        )
+        services.conversation_delete(
+            conversation=conversation, user=request.user, role=membership.role
+        )
+        return Response(status=status.HTTP_204_NO_CONTENT)
 
 
 class TurnStartApi(APIView):
@@ -306,6 +428,66 @@ class ConversationEventsApi(APIView):
             "latest_seq": conversation.last_seq,
             "next_after_seq": next_after,
             "has_more": next_after < conversation.last_seq,
+        }
+        return Response(self.OutputSerializer(body).data)
+
+
+MAX_HISTORY_TURNS = 100
+MAX_HISTORY_EVENTS = 10_000
+
+
+class ConversationHistoryApi(APIView):
+    class OutputSerializer(serializers.Serializer):
+        events = EventSerializer(many=True)
+        latest_seq = serializers.IntegerField(help_text="The conversation's, to go on from live")
+        first_turn = serializers.CharField(
+            allow_null=True, help_text="The earliest turn given: `before_turn` for the next page"
+        )
+        has_earlier = serializers.BooleanField()
+
+    @extend_schema(
+        parameters=[
+            OpenApiParameter(
+                "turns", int, description=f"How many turns (1-{MAX_HISTORY_TURNS}, default 20)"
+            ),
+            OpenApiParameter(
+                "events",
+                int,
+                description=f"About how many events at most (1-{MAX_HISTORY_EVENTS}, default "
+                f"{MAX_EVENTS_PAGE}): fewer turns when they are long, but always one",
+            ),
+            OpenApiParameter("before_turn", str, description="Turns before this one"),
+        ],
+        responses={200: OutputSerializer, 400: ErrorSerializer, 404: ErrorSerializer},
+        summary="The latest turns, whole, the newest last (a page reads history backwards)",
+        description="Every event of each turn in seq order, except the text deltas of turns "
+        "that ended (their `message.completed` carries the whole text).",
+    )
+    def get(self, request, conversation_id):
+        conversation, _ = conversation_access(user=request.user, conversation_id=conversation_id)
+        turns = _query_seq(request, "turns", 20)
+        if not 1 <= turns <= MAX_HISTORY_TURNS:
+            raise ApplicationError("invalid_turns", f"turns must be from 1 to {MAX_HISTORY_TURNS}.")
+        before_turn = None
+        if (before := request.query_params.get("before_turn")) is not None:
+            before_turn = selectors.turn_of(conversation_id=conversation.pk, turn_id=before)
+            if before_turn is None:
+                raise ApplicationError(
+                    "invalid_before_turn", "before_turn: no such turn in this conversation."
+                )
+        events = _query_seq(request, "events", MAX_EVENTS_PAGE)
+        if not 1 <= events <= MAX_HISTORY_EVENTS:
+            raise ApplicationError(
+                "invalid_events", f"events must be from 1 to {MAX_HISTORY_EVENTS}."
+            )
+        page = selectors.history_page(
+            conversation=conversation, turns=turns, events=events, before_turn=before_turn
+        )
+        body = {
+            "events": page.events,
+            "latest_seq": page.latest_seq,
+            "first_turn": page.first_turn,
+            "has_earlier": page.has_earlier,
         }
         return Response(self.OutputSerializer(body).data)
 

@@ -6,6 +6,7 @@ from django.conf import settings
 from django.db import models
 from django.db.models import Q
 from django.urls import reverse
+from django.utils import timezone
 
 from .events import TERMINAL_EVENT_TYPES, EventType, event_envelope
 from .shared import new_conversation_id, new_turn_id
@@ -74,6 +75,14 @@ class Conversation(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
     # The seq of the newest event, and the counter that hands out the next ones.
     last_seq = models.PositiveBigIntegerField(default=0)
+    # When its newest event was stored (when it was created, until it has one): the lists'
+    # order. Stamped by append_events in the update that takes the counter, so reading it costs
+    # nothing. Not indexed, on purpose: that update runs for every batch of every turn, and an
+    # index on a column it changes would be rewritten each time (PostgreSQL could no longer
+    # make it a HOT update). A workspace's rows are found by its index and sorted.
+    last_activity_at = models.DateTimeField(default=timezone.now, editable=False)
+    # When it was archived: hidden from the home list, still found by search. Null if it is not.
+    archived_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["-created_at"]
@@ -87,6 +96,10 @@ class Conversation(models.Model):
     def get_absolute_url(self) -> str:
         """Its live page (the admin's "View on site" goes there)."""
         return reverse("conversation", args=[self.pk])
+
+    @property
+    def is_archived(self) -> bool:
+        return self.archived_at is not None
 
 
 class TurnStatus(models.TextChoices):

@@ -33,6 +33,11 @@ urlpatterns = [
         name="api-conversation-in-flight",
     ),
     path(
+        "conversations/<str:conversation_id>/history/",
+        apis.ConversationHistoryApi.as_view(),
+        name="api-conversation-history",
+    ),
+    path(
         "conversations/<str:conversation_id>/events/",
         apis.ConversationEventsApi.as_view(),
         name="api-conversation-events",
