@@ -1,6 +1,11 @@
 """Admin: workspaces with their members, conversations (with a link to their live page), turns
 with their event timeline and the tokens their model used, the turns parked on a question (and
-who holds each), and who is watching what."""
+who holds each), and who is watching what.
+
+Turns, their events and the questions they asked are a conversation's record: the admin deletes
+none of them on its own. They go only with their conversation (or its workspace), as when an
+owner deletes it, and not while one of its turns is still active.
+"""
 
 import json
 from itertools import groupby
@@ -17,6 +22,40 @@ from .models import Conversation, Membership, ParkedTurn, Turn, TurnEvent, Watch
 from .shared import ApplicationError
 
 
+def record_models() -> tuple:
+    """What a conversation's record is made of: its turns, their events, and the questions they
+    asked (reached through Turn: conversations never imports selection)."""
+    return Turn, TurnEvent, Turn._meta.get_field("selections").related_model
+
+
+class DeletesWholeRecords:
+    """For the admin of what owns conversations (a workspace, a conversation): deleting one
+    takes the record of its conversations with it, whose parts may not be deleted on their
+    own; refused while one of its turns is active (its agent would go on working, and people
+    waiting on its questions, in a conversation that no longer exists)."""
+
+    # The lookup from a turn to the objects being deleted.
+    turns_of: str
+
+    def get_deleted_objects(self, objs, request):
+        deleted, counts, perms_needed, protected = super().get_deleted_objects(objs, request)
+        perms_needed -= {model._meta.verbose_name for model in record_models()}
+        active = Turn.objects.filter(**{self.turns_of: objs}, status__in=Turn.ACTIVE_STATUSES)
+        protected = [
+            *protected,
+            *(
+                format_html(
+                    'Turn <a href="{}">{}</a> is {}: stop it first',
+                    reverse("admin:conversations_turn_change", args=[quote(turn.pk)]),
+                    turn.pk,
+                    turn.get_status_display().lower(),
+                )
+                for turn in active.order_by("created_at")
+            ),
+        ]
+        return deleted, counts, perms_needed, protected
+
+
 class MembershipInline(admin.TabularInline):
     model = Membership
     extra = 1
@@ -25,7 +64,8 @@ class MembershipInline(admin.TabularInline):
 
 
 @admin.register(Workspace)
-class WorkspaceAdmin(admin.ModelAdmin):
+class WorkspaceAdmin(DeletesWholeRecords, admin.ModelAdmin):
+    turns_of = "conversation__workspace__in"
     list_display = ["name", "slug", "member_count", "created_at"]
     search_fields = ["name", "slug"]
     prepopulated_fields = {"slug": ["name"]}
@@ -67,7 +107,8 @@ def live_page_link(conversation: Conversation) -> str:
 
 
 @admin.register(Conversation)
-class ConversationAdmin(admin.ModelAdmin):
+class ConversationAdmin(DeletesWholeRecords, admin.ModelAdmin):
+    turns_of = "conversation__in"
     list_display = [
         "title",
         "id",
@@ -241,7 +282,10 @@ class TurnAdmin(admin.ModelAdmin):
     def has_add_permission(self, request):
         return False
 
-    @admin.action(description="Stop the selected turns")
+    def has_delete_permission(self, request, obj=None):
+        return False  # part of its conversation's record
+
+    @admin.action(description="Stop the selected turns", permissions=["change"])
     def stop_selected(self, request, queryset):
         stopped = 0
         for turn in queryset.filter(status__in=Turn.ACTIVE_STATUSES).select_related("conversation"):
@@ -420,6 +464,9 @@ class TurnEventAdmin(admin.ModelAdmin):
 
     def has_change_permission(self, request, obj=None):
         return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False  # part of its conversation's record
 
 
 @admin.register(Watcher)

@@ -5,7 +5,7 @@ from django.apps import AppConfig
 
 class SelectionConfig(AppConfig):
     name = "selection"
-    verbose_name = "Selections"
+    verbose_name = "Questions"
 
     def ready(self):
         # Turns reach their questions through this seam: conversations never imports selection.

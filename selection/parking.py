@@ -3,8 +3,9 @@ inbox when the question is settled (answered, dismissed, declined, or expired by
 which works from the database for every question, in memory or not). One poller per process
 re-reads every parked question in a single query now and then, so a wake-up lost on the channel
 layer delays a turn by seconds at most and a thousand parked turns cost one query, not a
-thousand. A turn parked for longer than PARLEY_RELEASE_PARKED_AFTER_SECONDS lets go of its
-process's memory altogether: whoever settles its question resumes it from its journal."""
+thousand; a question whose row is gone is found so too, and taken as cancelled. A turn parked
+for longer than PARLEY_RELEASE_PARKED_AFTER_SECONDS lets go of its process's memory altogether:
+whoever settles its question resumes it from its journal."""
 
 import asyncio
 import logging
@@ -23,14 +24,16 @@ logger = logging.getLogger(__name__)
 
 
 class _Spot:
-    """Where one turn waits for one question: the event that wakes it, and the outcome the
-    wake-up brought (None when a wake-up says only "look in the database")."""
+    """Where one turn waits for one question: the event that wakes it, the outcome the
+    wake-up brought (None when a wake-up says only "look in the database"), and whether the
+    question is stored (its wait began): only then may the poller look for it."""
 
-    __slots__ = ("event", "outcome")
+    __slots__ = ("event", "outcome", "stored")
 
     def __init__(self):
         self.event = asyncio.Event()
         self.outcome: dict | None = None
+        self.stored = False
 
 
 class Parking:
@@ -62,11 +65,13 @@ class Parking:
 
     async def wait(self, selection_id: str, *, turn_id: str, releasable: bool) -> dict:
         """The question's outcome (see Selection.outcome) once it is no longer pending:
-        answered, dismissed, declined, cancelled or expired. Call it inside
-        ``expecting(selection_id)``. If ``releasable`` (the turn can be resumed from its
-        journal), a wait longer than PARLEY_RELEASE_PARKED_AFTER_SECONDS releases the turn:
-        this raises TurnReleased, and the agent's task ends without writing anything."""
+        answered, dismissed, declined, cancelled or expired (or gone: taken as cancelled).
+        Call it inside ``expecting(selection_id)``, once the question is stored. If
+        ``releasable`` (the turn can be resumed from its journal), a wait longer than
+        PARLEY_RELEASE_PARKED_AFTER_SECONDS releases the turn: this raises TurnReleased, and
+        the agent's task ends without writing anything."""
         spot = self._waiting[selection_id]
+        spot.stored = True
         self._ensure_poller()
         release_after = settings.PARLEY_RELEASE_PARKED_AFTER_SECONDS if releasable else None
         while True:
@@ -81,9 +86,9 @@ class Parking:
             spot.event.clear()
             if spot.outcome is not None:
                 return spot.outcome
-            settled = await run_db_retrying(selectors.settled_selection, selection_id=selection_id)
-            if settled is not None:
-                return settled.outcome()
+            outcome = await run_db_retrying(selectors.settled_outcome, selection_id=selection_id)
+            if outcome is not None:
+                return outcome
 
     def _ensure_poller(self) -> None:
         loop = asyncio.get_running_loop()
@@ -93,8 +98,10 @@ class Parking:
     async def _poll(self) -> None:
         while self._waiting:
             await asyncio.sleep(settings.PARLEY_SELECTION_POLL_SECONDS)
+            # Before it is stored, a question is missing only because its row is not committed.
+            stored = [selection_id for selection_id, spot in self._waiting.items() if spot.stored]
             try:
-                settled = await run_db(selectors.settled_selection_ids, ids=list(self._waiting))
+                settled = await run_db(selectors.settled_selection_ids, ids=stored)
             except Exception:
                 # The database is away (a restart): the turns wait on, and so does the poller.
                 logger.warning("Could not read the parked questions; trying again", exc_info=True)

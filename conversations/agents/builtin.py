@@ -3,22 +3,24 @@
 It works on the workspace's files root. It answers ``help``, ``list [folder]``, ``find <text>``
 and ``summarize <path>``; it asks when it needs to: ``summarize`` with no path or an ambiguous
 one offers a file picker, ``compare`` asks for two files, ``rename <path>`` asks for the new
-name and then for confirmation, ``tidy`` offers a multi-select of chores, ``note`` asks with a
-form, and a request it does not understand makes it ask which ability was meant. Replies stream
-at a readable pace; each file operation is reported as a tool call; input people add mid-turn
-is acknowledged between steps.
+name (again, saying why, while one will not do) and then for confirmation, ``tidy`` offers a
+multi-select of chores, ``note`` asks with a form, and a request it does not understand makes it
+ask which ability was meant. Replies stream at a readable pace; each file operation is reported
+as a tool call; input people add mid-turn is acknowledged between steps.
 """
 
 import asyncio
 import difflib
 import os
 import re
+from functools import partial
 from pathlib import Path, PurePosixPath
 
 from django.conf import settings
 from django.utils.text import slugify
 
 from ..files import (
+    MAX_NAME_CHARS,
     UnsafePath,
     list_folder,
     read_text,
@@ -29,6 +31,8 @@ from ..files import (
 from . import Agent
 
 MAX_MATCHES = 50
+# How many names a rename asks for before it gives up, when none will do.
+MAX_NAME_TRIES = 3
 TEXT_SUFFIXES = {".md", ".txt", ".csv", ".rst"}
 
 ABILITIES = {
@@ -265,7 +269,8 @@ class BuiltinAgent(Agent):
         elif not entries:
             await self.stream(f"`{folder or '.'}` is empty.")
         else:
-            lines = [f"- {'📁 ' if e['kind'] == 'folder' else ''}`{e['path']}`" for e in entries]
+            # A folder ends with a slash (no icon: the reader's fonts may have none).
+            lines = [f"- `{e['path']}{'/' if e['kind'] == 'folder' else ''}`" for e in entries]
             await self.stream(
                 f"`{folder or '.'}` holds {len(entries)} entries:\n\n" + "\n".join(lines)
             )
@@ -388,20 +393,9 @@ class BuiltinAgent(Agent):
         path = await self.resolve_file(argument, "rename")
         if path is None:
             return
-        answer = await self.ctx.text(
-            f"What should `{path}` be called? (a new name in the same folder)"
-        )
-        if not answer.answered:
-            await self.not_answered(answer)
-            return
-        new_name = answer.value.strip()
         source = resolve_inside(self.ctx.files_root, path)
-        target = source.parent / new_name
-        problem = _bad_name(new_name) or await self.ctx.step(
-            "check name", lambda: self._name_taken(target), {"path": path, "name": new_name}
-        )
-        if problem:
-            await self.stream(f"I can't use that name: {problem}.")
+        target = await self.ask_new_name(path, source)
+        if target is None:
             return
         new_path = relative_path(self.ctx.files_root, target)
         await self.acknowledge_steering()
@@ -416,6 +410,30 @@ class BuiltinAgent(Agent):
             "rename", {"from": path, "to": new_path}, lambda: self._rename(source, target)
         )
         await self.stream(f"Renamed `{path}` to `{new_path}`.")
+
+    async def ask_new_name(self, path: str, source: Path) -> Path | None:
+        """Where ``source`` (at ``path``) should go, in its own folder: the name is asked for
+        again, saying what was wrong, until one will do (MAX_NAME_TRIES at most). None, having
+        said why, if the question went unanswered or no name would do."""
+        prompt = f"What should `{path}` be called? (a new name in the same folder)"
+        for _ in range(MAX_NAME_TRIES):
+            answer = await self.ctx.text(prompt)
+            if not answer.answered:
+                await self.not_answered(answer)
+                return None
+            new_name = answer.value.strip()
+            target = source.parent / new_name
+            problem = _bad_name(new_name) or await self.ctx.step(
+                "check name", partial(self._name_taken, target), {"path": path, "name": new_name}
+            )
+            if not problem:
+                return target
+            prompt = f"That name won't do: {problem}. What should `{path}` be called instead?"
+        await self.stream(
+            f"I can't use that name either: {problem}. After {MAX_NAME_TRIES} tries, "
+            f"`{path}` keeps its name."
+        )
+        return None
 
     def _name_taken(self, target: Path) -> str | None:
         if target.exists():
@@ -533,12 +551,18 @@ def _trim_line(line: str) -> str:
 
 
 def _bad_name(name: str) -> str | None:
-    if not name or name in (".", ".."):
+    """What is wrong with ``name`` as a file's new name in its folder (see conversations.files
+    for what every path refuses), or None."""
+    if not name:
         return "it is empty"
-    if "/" in name or "\\" in name or "\x00" in name:
+    if name in (".", ".."):
+        return "“.” and “..” name folders, not files"
+    if "/" in name or "\\" in name:
         return "a name may not contain slashes"
-    if len(name) > 255:
-        return "it is longer than 255 characters"
+    if "\x00" in name:
+        return "a name may not contain a NUL character"
+    if len(name) > MAX_NAME_CHARS:
+        return f"it is longer than {MAX_NAME_CHARS} characters"
     if name.startswith("."):
         return "hidden names (starting with a dot) are not allowed"
     return None

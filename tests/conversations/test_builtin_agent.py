@@ -196,17 +196,67 @@ async def test_rename_asks_for_a_name_then_confirms_then_renames(people, convers
         ([{"answer": "kept.md"}, {"answer": False}], "Okay, I left it as it is."),
         ([{"answer": "kept.md"}, {"action": "decline"}], "Okay, I left it as it is."),
         ([{"answer": "kept.md"}, {"action": "dismiss"}], "You closed the question"),
-        ([{"answer": "../escape.md"}], "I can't use that name: a name may not contain slashes."),
-        ([{"answer": "ideas.md"}], "`notes/ideas.md` already exists"),
+        ([{"answer": "../escape.md"}, {"action": "dismiss"}], "You closed the question"),
         ([{"action": "dismiss"}], "You closed the question, so I'll leave it there."),
     ],
 )
 async def test_rename_changes_nothing_unless_confirmed(
     people, conversation, files_root, answers, says
 ):
-    _, reply, _ = await converse(conversation, people.bob, "rename notes/ideas.md", answers)
-    assert says in reply
+    events, reply, _ = await converse(conversation, people.bob, "rename notes/ideas.md", answers)
+    assert says in reply and events[-1]["type"] == "turn.completed"
     assert (files_root / "notes/ideas.md").is_file() and not (files_root / "notes/kept.md").exists()
+
+
+async def test_a_name_that_will_not_do_is_asked_for_again_saying_why(
+    people, conversation, files_root
+):
+    again = "What should `notes/ideas.md` be called instead?"
+    events, reply, questions = await converse(
+        conversation,
+        people.bob,
+        "rename notes/ideas.md",
+        [
+            {"answer": "../escape.md"},
+            {"answer": "meeting-2026-11-02.md"},
+            {"answer": "ideas-2026.md"},
+            {"answer": True},
+        ],
+    )
+    assert [(q["kind"], q["prompt"]) for q in questions] == [
+        ("text", "What should `notes/ideas.md` be called? (a new name in the same folder)"),
+        ("text", f"That name won't do: a name may not contain slashes. {again}"),
+        ("text", f"That name won't do: `notes/meeting-2026-11-02.md` already exists. {again}"),
+        ("confirm", "Rename `notes/ideas.md` to `notes/ideas-2026.md`?"),
+    ]
+    assert reply.endswith("Renamed `notes/ideas.md` to `notes/ideas-2026.md`.")
+    assert events[-1]["type"] == "turn.completed"
+    assert (files_root / "notes/ideas-2026.md").is_file()
+    assert (files_root / "notes/meeting-2026-11-02.md").is_file()
+    assert not (files_root / "notes/ideas.md").exists()
+
+
+async def test_after_three_names_that_will_not_do_the_file_keeps_its_name(
+    people, conversation, files_root
+):
+    events, reply, questions = await converse(
+        conversation,
+        people.bob,
+        "rename notes/ideas.md",
+        [{"answer": ".."}, {"answer": ".hidden.md"}, {"answer": "a" * 256}],
+    )
+    assert [q["kind"] for q in questions] == ["text", "text", "text"]
+    assert questions[1]["prompt"].startswith("That name won't do: “.” and “..” name folders")
+    assert questions[2]["prompt"].startswith("That name won't do: hidden names")
+    assert reply == (
+        "I can't use that name either: it is longer than 255 characters. "
+        "After 3 tries, `notes/ideas.md` keeps its name."
+    )
+    assert events[-1]["type"] == "turn.completed"
+    assert sorted(p.name for p in (files_root / "notes").iterdir()) == [
+        "ideas.md",
+        "meeting-2026-11-02.md",
+    ]
 
 
 async def test_tidy_does_only_the_chores_chosen(people, conversation, files_root):

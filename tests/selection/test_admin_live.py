@@ -2,9 +2,11 @@
 as REST and the socket (driven through a real Daphne, as an admin's browser would)."""
 
 import asyncio
+import html
 import json
 import re
 
+import httpx
 import pytest
 from django.contrib.admin.utils import quote
 
@@ -19,12 +21,16 @@ from tests.selection.test_questions_live import (
 )
 
 
-@pytest.fixture
-def admin(server, people):
-    """Alice, made staff, logged in to the admin of the live server."""
+def admin_of(server, people) -> httpx.Client:
+    """Alice, made a superuser, logged in to the admin of the live server."""
     people.alice.user.is_staff = people.alice.user.is_superuser = True
     people.alice.user.save()
-    client = log_in(server, "alice", "/admin/login/")
+    return log_in(server, "alice", "/admin/login/")
+
+
+@pytest.fixture
+def admin(server, people):
+    client = admin_of(server, people)
     yield client
     client.close()
 
@@ -39,14 +45,26 @@ def post_form(client, path, data):
     )
 
 
-def answer_in_admin(admin, sid, action="answer", answer=""):
-    return post_form(
-        admin, f"/admin/selection/selection/{sid}/answer/", {"action": action, "answer": answer}
-    )
+def answer_in_admin(admin, sid, action="answer", **fields):
+    """Send the admin's answer form: ``fields`` by name (``path="notes/ideas.md"``)."""
+    data = {f"answer-{name}": value for name, value in fields.items()}
+    return post_form(admin, f"/admin/selection/selection/{sid}/answer/", {"action": action, **data})
 
 
 def run_admin_action(admin, model_path, action, ids):
     return post_form(admin, model_path, {"action": action, "_selected_action": ids, "index": "0"})
+
+
+def shown(page) -> str:
+    """A page's text as a person reads it (entities decoded)."""
+    return html.unescape(page.text)
+
+
+def message_after(admin, response) -> str:
+    """The admin's message on the page a POST redirected to."""
+    assert response.status_code == 302, response.text
+    page = shown(admin.get(response.headers["Location"]))
+    return re.search(r'<ul class="messagelist">\s*<li class="\w+">([^<]*)</li>', page).group(1)
 
 
 def normalized(events):
@@ -99,8 +117,8 @@ def test_the_same_answer_from_rest_the_socket_and_the_admin_gives_the_same_event
 
                 assert asyncio.run(answer_on_socket())["status"] == "answered"
             else:
-                done = answer_in_admin(admin, sid, answer="q3-summary.md")
-                assert done.status_code == 302, done.text
+                done = answer_in_admin(admin, sid, path="q3-summary.md")
+                assert message_after(admin, done) == "Question “Well?” answered: q3-summary.md."
             wait_for_turn_end(client, cid)
             histories[how] = normalized(all_events(client, cid))
     assert histories["rest"] == histories["socket"] == histories["admin"]
@@ -111,23 +129,30 @@ def test_the_same_answer_from_rest_the_socket_and_the_admin_gives_the_same_event
 def test_the_admin_refuses_a_bad_answer_and_leaves_the_question_pending(server, people, admin):
     with server.client(people.bob) as client:
         cid = create_conversation(client)
-        start(client, cid, [ask(kind="confirm")])
+        start(client, cid, [ask(kind="path", mode="file", root="reports"), {"say": "after"}])
         sid = wait_pending(client, cid)["id"]
-        page = answer_in_admin(admin, sid, answer='"maybe"')
-        assert page.status_code == 200 and "answer: true or false is required." in page.text
+        page = answer_in_admin(admin, sid, path="../README.md")
+        assert page.status_code == 200
+        assert "answer: The path may not contain '..'." in shown(page)
         assert client.get(f"/api/selections/{sid}/").json()["status"] == "pending"
-        assert answer_in_admin(admin, sid, action="decline").status_code == 302
+        assert "selection.resolved" not in [e["type"] for e in all_events(client, cid)]
+        assert answer_in_admin(admin, sid, path="q4-plan.md").status_code == 302
         wait_for_turn_end(client, cid)
-        assert outcomes(all_events(client, cid)) == [
-            {"status": "declined", "value": None, "by": "alice"}
-        ]
+        events = all_events(client, cid)
+    assert outcomes(events) == [{"status": "answered", "value": "q4-plan.md", "by": "alice"}]
+    assert events[-1]["type"] == "turn.completed"
 
 
 @pytest.mark.parametrize(
     "action, status, by",
-    [("expire_selected", "expired", None), ("cancel_selected", "cancelled", "alice")],
+    [
+        ("expire_selected", "expired", None),
+        ("dismiss_selected", "dismissed", "alice"),
+        # Django's bulk delete: removing a pending question cancels it.
+        ("delete_selected", "cancelled", "alice"),
+    ],
 )
-def test_admin_actions_expire_or_cancel_questions_and_the_turn_goes_on(
+def test_admin_actions_expire_dismiss_or_cancel_questions_and_the_turn_goes_on(
     server, people, admin, action, status, by
 ):
     with server.client(people.bob) as client:
@@ -135,9 +160,10 @@ def test_admin_actions_expire_or_cancel_questions_and_the_turn_goes_on(
         start(client, cid, [ask(kind="text"), {"say": "after"}])
         sid = wait_pending(client, cid)["id"]
         done = run_admin_action(admin, "/admin/selection/selection/", action, [sid])
-        assert done.status_code == 302
+        assert message_after(admin, done) == f"Question “Well?” {status}."
         wait_for_turn_end(client, cid)
         events = all_events(client, cid)
+        assert client.get(f"/api/selections/{sid}/").json()["status"] == status
     assert outcomes(events) == [{"status": status, "value": None, "by": by}]
     said = [e["data"]["text"] for e in events if e["type"] == "message.completed"]
     assert said[-1] == "after" and events[-1]["type"] == "turn.completed"
@@ -164,8 +190,9 @@ def test_admin_pages_show_questions_with_filters(server, people, admin):
         sid = wait_pending(client, cid)["id"]
         listing = admin.get("/admin/selection/selection/?status__exact=pending&kind__exact=choice")
         assert listing.status_code == 200 and sid in listing.text
+        assert "Select question to change" in listing.text
         assert sid not in admin.get("/admin/selection/selection/?status__exact=answered").text
         detail = admin.get(f"/admin/selection/selection/{quote(sid)}/change/")
-        assert "Answer this question" in detail.text
+        assert "Answer this question" in detail.text and "Change question" in detail.text
         reply(client, sid, answer="y")
         wait_for_turn_end(client, cid)
