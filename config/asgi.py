@@ -20,6 +20,7 @@ from conversations.auth import BrowserOriginValidator, WebSocketAuthMiddleware  
 from conversations.process import server_loop  # noqa: E402
 from conversations.routing import websocket_urlpatterns  # noqa: E402
 from external.server import endpoint as mcp_endpoint  # noqa: E402
+from selection.routing import websocket_urlpatterns as people_urlpatterns  # noqa: E402
 
 logger = logging.getLogger(__name__)
 
@@ -36,7 +37,7 @@ router = ProtocolTypeRouter(
     {
         "http": http,
         "websocket": BrowserOriginValidator(
-            WebSocketAuthMiddleware(URLRouter(websocket_urlpatterns))
+            WebSocketAuthMiddleware(URLRouter(websocket_urlpatterns + people_urlpatterns))
         ),
     }
 )

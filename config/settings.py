@@ -56,6 +56,8 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    # Outermost but one, so that every HTML answer gets the policy, error pages included.
+    "conversations.middleware.ContentSecurityPolicyMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -78,6 +80,7 @@ TEMPLATES = [
                 "django.template.context_processors.request",
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
+                "selection.views.waiting",
             ],
         },
     },
@@ -191,9 +194,12 @@ SPECTACULAR_SETTINGS = {
     ),
     "VERSION": "1.0.0",
     "SERVE_INCLUDE_SCHEMA": False,
+    # Swagger UI from the sidecar package, served by WhiteNoise: nothing fetched from elsewhere
+    # (no validator badge either), and its start-up script served as a file of its own (see
+    # config/urls.py), so the page runs under the same policy as every other.
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
-    "REDOC_DIST": "SIDECAR",
+    "SWAGGER_UI_SETTINGS": {"deepLinking": True, "validatorUrl": None},
     "COMPONENT_SPLIT_REQUEST": True,
 }
 
@@ -274,6 +280,12 @@ PARLEY_FEED_POLL_SECONDS = env.float("PARLEY_FEED_POLL_SECONDS", default=5.0)
 PARLEY_SELECTION_TIMEOUT_SECONDS = env.float("PARLEY_SELECTION_TIMEOUT_SECONDS", default=300.0)
 PARLEY_MAX_QUESTIONS_PER_TURN = env.int("PARLEY_MAX_QUESTIONS_PER_TURN", default=10)
 PARLEY_SELECTION_POLL_SECONDS = env.float("PARLEY_SELECTION_POLL_SECONDS", default=5.0)
+# A question still waiting after this share of its time reminds its addressee (or, with none,
+# the workspace's members); after this share it is escalated to the workspace's owners, if
+# escalation is on for it (by default, or as its agent asked). 0 turns either off.
+PARLEY_REMIND_AFTER = env.float("PARLEY_REMIND_AFTER", default=0.5)
+PARLEY_ESCALATE_AFTER = env.float("PARLEY_ESCALATE_AFTER", default=0.8)
+PARLEY_ESCALATE_QUESTIONS = env.bool("PARLEY_ESCALATE_QUESTIONS", default=False)
 # On SIGTERM a process reports itself not ready (/readyz answers 503) and goes on serving this
 # long, so that the load balancer stops sending it work, before it stops; 0 stops at once.
 PARLEY_SHUTDOWN_GRACE_SECONDS = env.float("PARLEY_SHUTDOWN_GRACE_SECONDS", default=5.0)

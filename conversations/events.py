@@ -18,6 +18,8 @@ class EventType(models.TextChoices):
     TOOL_COMPLETED = "tool.completed"
     SELECTION_REQUESTED = "selection.requested"
     SELECTION_RESOLVED = "selection.resolved"
+    SELECTION_REMINDED = "selection.reminded"
+    SELECTION_ESCALATED = "selection.escalated"
     TURN_STEERED = "turn.steered"
     TURN_RESUMED = "turn.resumed"
     TURN_NOTICE = "turn.notice"

@@ -67,9 +67,10 @@ class Questions(Protocol):
         step: dict,
         releasable: bool,
         selection_id: str | None = None,
+        escalate: bool | None = None,
     ) -> dict:
-        """Store the question (with its journal ``step``; under ``selection_id`` if given),
-        announce it, and wait (holding no
+        """Store the question (with its journal ``step``; under ``selection_id`` if given;
+        ``escalate``: whether it goes to the owners near its end), announce it, and wait (holding no
         thread) until it is settled. Returns ``{"selection", "status", "answer",
         "answered_by"}``. If ``releasable``, a long wait lets go of the turn (raising
         TurnReleased); settling the question then resumes it."""
@@ -78,8 +79,9 @@ class Questions(Protocol):
         """For a resumed turn: the outcome of a question it had asked, waiting for it (as
         :meth:`ask` does) if it is still pending."""
 
-    def expire_due(self) -> int:
-        """Expire every pending question whose time is up (process upkeep, from any thread)."""
+    def upkeep(self) -> None:
+        """Remind, escalate and expire the pending questions whose time for it has come
+        (process upkeep, from any thread)."""
 
     def wake(self, selection_id: str, outcome: dict | None) -> None:
         """A wake-up for a parked question reached this process (on the server loop)."""

@@ -2,7 +2,7 @@
 
 from dataclasses import dataclass
 
-from django.db.models import OuterRef, QuerySet, Subquery, TextField
+from django.db.models import Count, OuterRef, QuerySet, Subquery, TextField
 from django.db.models.functions import Cast
 
 from .events import Frame, FrameEncoder
@@ -26,12 +26,33 @@ def _with_active_turn(conversations: QuerySet[Conversation]) -> QuerySet[Convers
     )
 
 
-def conversations_for_user(*, user, workspace_slug: str | None = None) -> QuerySet[Conversation]:
-    """Conversations in the person's workspaces, newest first, with their active turn if any."""
+def conversations_for_user(
+    *,
+    user,
+    workspace_slug: str | None = None,
+    search: str = "",
+    archived: bool | None = None,
+) -> QuerySet[Conversation]:
+    """Conversations in the person's workspaces, latest activity first, each with its active
+    turn if any and the person's ``role`` in its workspace.
+
+    ``search`` keeps those whose title contains it (case-insensitive); ``archived`` keeps only
+    the archived ones (True) or only the others (False); None keeps both.
+    """
+    role = Membership.objects.filter(workspace=OuterRef("workspace"), user=user).values("role")
     conversations = Conversation.objects.filter(workspace__memberships__user=user)
     if workspace_slug:
         conversations = conversations.filter(workspace__slug=workspace_slug)
-    return _with_active_turn(conversations.select_related("workspace", "created_by"))
+    if search:
+        conversations = conversations.filter(title__icontains=search)
+    if archived is not None:
+        conversations = conversations.filter(archived_at__isnull=not archived)
+    return _with_active_turn(
+        conversations.select_related("workspace", "created_by")
+        .annotate(role=Subquery(role[:1]))
+        # pk last: a stable order, so that pages neither repeat nor skip a row.
+        .order_by("-last_activity_at", "-created_at", "-pk")
+    )
 
 
 def conversation_with_state(*, conversation_id: str) -> Conversation | None:
@@ -61,6 +82,75 @@ def events_page(*, conversation_id: str, after_seq: int, limit: int) -> list[Tur
             "seq"
         )[:limit]
     )
+
+
+def turn_of(*, conversation_id: str, turn_id: str) -> Turn | None:
+    return Turn.objects.filter(conversation_id=conversation_id, pk=turn_id).first()
+
+
+# Events after which a turn's page shows its message in a new entry: their turn keeps its text
+# deltas in a history page, so that the page splits the message where it did live.
+_MESSAGE_SPLITTERS = (
+    TurnEvent.Type.TURN_STEERED,
+    TurnEvent.Type.TURN_RESUMED,
+    TurnEvent.Type.TURN_NOTICE,
+)
+
+
+@dataclass(frozen=True)
+class HistoryPage:
+    events: list[TurnEvent]
+    latest_seq: int
+    first_turn: str | None
+    has_earlier: bool
+
+
+def history_page(
+    *, conversation: Conversation, turns: int, events: int, before_turn: Turn | None
+) -> HistoryPage:
+    """The latest turns of a conversation (those before ``before_turn``, if given), whole, as
+    a page shows them: at most ``turns`` turns, and no more than about ``events`` events (but
+    always one turn), every event in seq order except the text deltas of the turns that ended,
+    whose ``message.completed`` events carry the whole text (kept for a turn whose message was
+    split by steering, a resume or a notice). Only what was stored when the page was read:
+    ``latest_seq`` is the conversation's then, to go on from live."""
+    latest_seq = (
+        Conversation.objects.filter(pk=conversation.pk).values_list("last_seq", flat=True).get()
+    )
+    earlier = Turn.objects.filter(conversation=conversation)
+    if before_turn is not None:
+        earlier = earlier.filter(created_at__lt=before_turn.created_at)
+    candidates = list(
+        earlier.order_by("-created_at", "-pk").values_list("pk", "status")[: turns + 1]
+    )
+    if not candidates:
+        return HistoryPage([], latest_seq, None, False)
+    ended = {pk for pk, status in candidates if status in Turn.ENDED_STATUSES}
+    split = set(
+        TurnEvent.objects.filter(turn_id__in=ended, type__in=_MESSAGE_SPLITTERS).values_list(
+            "turn_id", flat=True
+        )
+    )
+    compact = ended - split
+    shown = (
+        TurnEvent.objects.filter(turn_id__in=[pk for pk, _ in candidates], seq__lte=latest_seq)
+        .exclude(type=TurnEvent.Type.MESSAGE_DELTA, turn_id__in=compact)
+        .values("turn_id")
+        .annotate(count=Count("pk"))
+    )
+    sizes = {row["turn_id"]: row["count"] for row in shown}
+    ids, total = [], 0
+    for pk, _ in candidates[:turns]:
+        if ids and total + sizes.get(pk, 0) > events:
+            break
+        ids.append(pk)
+        total += sizes.get(pk, 0)
+    page = (
+        TurnEvent.objects.filter(turn_id__in=ids, seq__lte=latest_seq)
+        .exclude(type=TurnEvent.Type.MESSAGE_DELTA, turn_id__in=compact)
+        .order_by("seq")
+    )
+    return HistoryPage(list(page), latest_seq, ids[-1], len(candidates) > len(ids))
 
 
 def turn_history(*, turn: Turn, limit: int = 20) -> list[dict]:

@@ -99,7 +99,8 @@ ASK = types.Tool(
         "(options; multiple; allow_freeform), 'text', 'confirm' (answer is true or false) or "
         "'form' (schema: a flat JSON schema of string, number, integer and boolean fields). "
         "addressee: a username who must answer (or an owner). timeout: seconds before the "
-        "question expires. The result's status is answered (see answer), dismissed, declined, "
+        "question expires. escalate: call on the workspace's owners if nobody answers near "
+        "the end of its time. The result's status is answered (see answer), dismissed, declined, "
         "expired or cancelled."
     ),
     inputSchema={
@@ -117,6 +118,7 @@ ASK = types.Tool(
             "schema": {"type": "object"},
             "addressee": {"type": "string"},
             "timeout": {"type": "number", "exclusiveMinimum": 0},
+            "escalate": {"type": "boolean"},
             "conversation": _CONVERSATION,
             "workspace": _WORKSPACE,
         },
@@ -349,6 +351,7 @@ async def _ask(session: Session, arguments: dict, context):
                 arguments["prompt"],
                 addressee=arguments.get("addressee"),
                 timeout=arguments.get("timeout"),
+                escalate=arguments.get("escalate"),
                 selection_id=selection_id,
                 **fields,
             )

@@ -40,6 +40,8 @@ class SelectionSerializer(serializers.Serializer):
     answered_at = serializers.CharField(allow_null=True)
     created_at = serializers.CharField()
     expires_at = serializers.CharField()
+    reminded_at = serializers.CharField(allow_null=True)
+    escalated_at = serializers.CharField(allow_null=True)
 
     def to_representation(self, instance):
         return instance.to_payload()
@@ -52,9 +54,12 @@ class SelectionListApi(APIView):
                 "status", str, enum=Selection.Status.values, description="e.g. pending"
             ),
             OpenApiParameter("conversation", str, description="Only this conversation's questions"),
+            OpenApiParameter(
+                "addressee", str, enum=["me"], description="Only those addressed to you"
+            ),
         ],
         responses={200: SelectionSerializer(many=True), **ERRORS},
-        summary="Questions you may answer (rehydrates a reconnecting client)",
+        summary="Questions you may answer, those addressed to you first, then the oldest",
     )
     def get(self, request):
         status = request.query_params.get("status")
@@ -62,6 +67,9 @@ class SelectionListApi(APIView):
             raise ApplicationError(
                 "invalid", f"status: must be one of {', '.join(Selection.Status.values)}."
             )
+        addressee = request.query_params.get("addressee")
+        if addressee not in (None, "me"):
+            raise ApplicationError("invalid", "addressee: the only value is 'me'.")
         conversation_id = request.query_params.get("conversation")
         if conversation_id is not None:
             conversation_access(
@@ -71,9 +79,38 @@ class SelectionListApi(APIView):
                 doing="answer questions",
             )
         selections = selectors.selections_answerable_by(
-            user=request.user, status=status, conversation_id=conversation_id
+            user=request.user,
+            status=status,
+            conversation_id=conversation_id,
+            addressed_to_them=addressee == "me",
         )
         return Response(SelectionSerializer(selections, many=True).data)
+
+
+class WaitingApi(APIView):
+    class OutputSerializer(serializers.Serializer):
+        count = serializers.IntegerField(help_text="Questions waiting for you")
+        for_me = serializers.IntegerField(help_text="How many of them are addressed to you")
+        results = serializers.ListField(
+            child=serializers.DictField(),
+            help_text="Each question (as everywhere) with `workspace`, `conversation_title`, "
+            "`started_by` (who started its turn) and `role` (yours there)",
+        )
+
+    @extend_schema(
+        responses={200: OutputSerializer, **ERRORS},
+        summary="What waits for you: every pending question you may answer, everywhere",
+    )
+    def get(self, request):
+        results = selectors.waiting_for(user=request.user)
+        body = {
+            "count": len(results),
+            "for_me": sum(
+                1 for item in results if (item["addressee"] or {}).get("id") == request.user.pk
+            ),
+            "results": results,
+        }
+        return Response(self.OutputSerializer(body).data)
 
 
 class SelectionDetailApi(APIView):

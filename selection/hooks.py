@@ -48,6 +48,7 @@ class TurnQuestions:
         step: dict,
         releasable: bool,
         selection_id: str | None = None,
+        escalate: bool | None = None,
     ) -> dict:
         selection_id = selection_id or new_selection_id()
         # Ready for the wake-up before the question is stored: someone may answer the moment
@@ -63,21 +64,22 @@ class TurnQuestions:
                 addressee=question.addressee,
                 timeout_seconds=timeout,
                 step=step,
+                escalate=escalate,
             )
             outcome = await parking.wait(selection_id, turn_id=turn_id, releasable=releasable)
         return {"selection": selection_id, **outcome}
 
     async def wait_again(self, selection_id: str, *, turn_id: str, releasable: bool) -> dict:
         with parking.expecting(selection_id):
-            settled = await run_db_retrying(selectors.settled_selection, selection_id=selection_id)
-            if settled is not None:
-                outcome = settled.outcome()
-            else:
+            outcome = await run_db_retrying(selectors.settled_outcome, selection_id=selection_id)
+            if outcome is None:
                 outcome = await parking.wait(selection_id, turn_id=turn_id, releasable=releasable)
         return {"selection": selection_id, **outcome}
 
-    def expire_due(self) -> int:
-        return services.selections_expire_due()
+    def upkeep(self) -> None:
+        services.selections_remind_due()
+        services.selections_escalate_due()
+        services.selections_expire_due()
 
     def wake(self, selection_id: str, outcome: dict | None) -> None:
         parking.wake(selection_id, outcome)

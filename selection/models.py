@@ -60,10 +60,19 @@ class Selection(models.Model):
     answered_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     expires_at = models.DateTimeField()
+    # When process upkeep reminds the people who may answer it (its addressee, else the
+    # members), and escalates it to the workspace's owners; null: never. Set when it is asked
+    # (see selection.services.selection_request); the *_at fields once it was done.
+    remind_at = models.DateTimeField(null=True, blank=True)
+    reminded_at = models.DateTimeField(null=True, blank=True)
+    escalate_at = models.DateTimeField(null=True, blank=True)
+    escalated_at = models.DateTimeField(null=True, blank=True)
     # The seq of its selection.resolved event, once that is written (exactly one per question).
     resolved_seq = models.PositiveBigIntegerField(null=True, blank=True)
 
     class Meta:
+        verbose_name = "question"
+        verbose_name_plural = "questions"
         ordering = ["-created_at"]
         constraints = [
             models.UniqueConstraint(fields=["turn", "ordinal"], name="unique_question_per_turn"),
@@ -71,6 +80,16 @@ class Selection(models.Model):
         indexes = [
             models.Index(fields=["conversation", "status"], name="selection_by_conversation"),
             models.Index(fields=["status", "expires_at"], name="selection_by_status"),
+            models.Index(
+                fields=["remind_at"],
+                condition=models.Q(status="pending", reminded_at__isnull=True),
+                name="selection_reminder_due",
+            ),
+            models.Index(
+                fields=["escalate_at"],
+                condition=models.Q(status="pending", escalated_at__isnull=True),
+                name="selection_escalation_due",
+            ),
         ]
 
     def __str__(self):
@@ -104,6 +123,8 @@ class Selection(models.Model):
             "answered_at": format_ts(self.answered_at) if self.answered_at else None,
             "created_at": format_ts(self.created_at),
             "expires_at": format_ts(self.expires_at),
+            "reminded_at": format_ts(self.reminded_at) if self.reminded_at else None,
+            "escalated_at": format_ts(self.escalated_at) if self.escalated_at else None,
         }
 
     def outcome(self) -> dict:

@@ -1,10 +1,15 @@
 """Reads of selections (the questions agents ask mid-turn)."""
 
-from django.db.models import Q, QuerySet
+import logging
+
+from django.db.models import Case, Count, Q, QuerySet, Value, When
 
 from conversations.models import Membership
+from conversations.shared import person
 
 from .models import Selection
+
+logger = logging.getLogger(__name__)
 
 
 def pending_selection_payloads(*, conversation_ids: list[str]) -> dict[str, list[dict]]:
@@ -23,26 +28,30 @@ def pending_selection_payloads(*, conversation_ids: list[str]) -> dict[str, list
     return payloads
 
 
-def settled_selection(*, selection_id: str) -> Selection | None:
-    """The question with who answered it, if it is no longer pending; else None."""
-    return (
-        Selection.objects.exclude(status=Selection.Status.PENDING)
-        .select_related("answered_by")
-        .filter(pk=selection_id)
-        .first()
-    )
+def settled_outcome(*, selection_id: str) -> dict | None:
+    """What the agent that asked the question is told once it is no longer pending (see
+    Selection.outcome); None while it is. A question whose row is gone (deleted behind the
+    admin's back, which cancels instead) counts as cancelled: nobody can answer it any more,
+    and its turn goes on rather than waiting for ever."""
+    selection = Selection.objects.select_related("answered_by").filter(pk=selection_id).first()
+    if selection is None:
+        logger.warning("Question %s no longer exists; its turn takes it as cancelled", selection_id)
+        return Selection(pk=selection_id, status=Selection.Status.CANCELLED).outcome()
+    return None if selection.is_pending else selection.outcome()
 
 
 def settled_selection_ids(*, ids: list[str]) -> list[str]:
-    """Which of these questions are no longer pending (in chunks: one query per 500)."""
+    """Which of these stored questions are no longer pending, settled or gone (in chunks: one
+    query per 500)."""
     settled = []
     for start in range(0, len(ids), 500):
         chunk = ids[start : start + 500]
-        settled += (
-            Selection.objects.filter(pk__in=chunk)
-            .exclude(status=Selection.Status.PENDING)
-            .values_list("pk", flat=True)
+        pending = set(
+            Selection.objects.filter(pk__in=chunk, status=Selection.Status.PENDING).values_list(
+                "pk", flat=True
+            )
         )
+        settled += [selection_id for selection_id in chunk if selection_id not in pending]
     return settled
 
 
@@ -57,10 +66,15 @@ def selection_with_context(*, selection_id: str) -> Selection | None:
 
 
 def selections_answerable_by(
-    *, user, status: str | None = None, conversation_id: str | None = None
+    *,
+    user,
+    status: str | None = None,
+    conversation_id: str | None = None,
+    addressed_to_them: bool = False,
 ) -> QuerySet[Selection]:
     """Questions the person may answer: in workspaces where they are an owner or a member,
-    addressed to nobody or to them (owners may answer any)."""
+    addressed to nobody or to them (owners may answer any). Those addressed to them come
+    first, then the oldest first; ``addressed_to_them`` keeps only those."""
     acting = Membership.objects.filter(user=user, role__in=Membership.ACTING_ROLES)
     owner_of = acting.filter(role=Membership.Role.OWNER).values("workspace_id")
     selections = Selection.objects.filter(
@@ -72,4 +86,60 @@ def selections_answerable_by(
         selections = selections.filter(status=status)
     if conversation_id:
         selections = selections.filter(conversation_id=conversation_id)
-    return selections.select_related("addressee", "answered_by").order_by("created_at")
+    if addressed_to_them:
+        selections = selections.filter(addressee=user)
+    return selections.select_related("addressee", "answered_by").order_by(
+        Case(When(addressee=user, then=Value(0)), default=Value(1)), "created_at"
+    )
+
+
+def waiting_count(*, user) -> dict:
+    """How many questions wait for the person (pending, theirs to answer), and how many of
+    those are addressed to them."""
+    return selections_answerable_by(user=user, status=Selection.Status.PENDING).aggregate(
+        count=Count("pk"), for_me=Count("pk", filter=Q(addressee=user))
+    )
+
+
+def waiting_for(*, user) -> list[dict]:
+    """What the "Waiting for you" page lists: each pending question the person may answer, as
+    its payload with where it was asked (workspace, conversation, who started the turn) and
+    the person's role there, addressed to them first, then the oldest first."""
+    roles = dict(Membership.objects.filter(user=user).values_list("workspace_id", "role"))
+    selections = selections_answerable_by(
+        user=user, status=Selection.Status.PENDING
+    ).select_related("conversation__workspace", "turn__started_by")
+    return [
+        {
+            **selection.to_payload(),
+            "workspace": {
+                "slug": selection.conversation.workspace.slug,
+                "name": selection.conversation.workspace.name,
+            },
+            "conversation_title": selection.conversation.title,
+            "started_by": person(selection.turn.started_by),
+            "role": roles[selection.conversation.workspace_id],
+        }
+        for selection in selections
+    ]
+
+
+def selection_notice(*, user, selection_id: str) -> dict | None:
+    """What a person's socket says of a question it heard of (see selection.people): its
+    prompt and where it was asked, if the person may answer it and it still waits; else
+    None."""
+    selection = (
+        selections_answerable_by(user=user, status=Selection.Status.PENDING)
+        .select_related("conversation")
+        .filter(pk=selection_id)
+        .first()
+    )
+    if selection is None:
+        return None
+    return {
+        "selection": selection.pk,
+        "prompt": selection.prompt,
+        "conversation": selection.conversation_id,
+        "conversation_title": selection.conversation.title,
+        "addressed": selection.addressee_id == user.pk,
+    }

@@ -9,12 +9,14 @@ parked turn re-reads it now and then.
 from datetime import timedelta
 from functools import partial
 
+from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
 from conversations import seams
 from conversations.events import Frame
-from conversations.models import Turn, TurnEvent
+from conversations.models import Membership, Turn, TurnEvent
+from conversations.notices import people_notify
 from conversations.services import (
     append_events,
     is_unowned,
@@ -40,11 +42,16 @@ def selection_request(
     timeout_seconds: float,
     process: str,
     step: dict | None = None,
+    escalate: bool | None = None,
 ) -> Selection:
     """Store a question under ``selection_id``, emit ``selection.requested`` and move the turn
     to awaiting_input: a write of the turn's own, fenced (TurnLost unless ``process`` still runs
     the turn; see conversations.services). ``step`` is the turn's journal step for it (see
-    TurnStep), stored with it."""
+    TurnStep), stored with it. ``escalate`` says whether it goes to the workspace's owners if
+    nobody answers in time (None: as ``PARLEY_ESCALATE_QUESTIONS`` says)."""
+    now = timezone.now()
+    if escalate is None:
+        escalate = settings.PARLEY_ESCALATE_QUESTIONS
     with transaction.atomic():
         turn = lock_owned_turn(turn_id, process)
         if stored := Selection.objects.filter(pk=selection_id).first():
@@ -59,7 +66,13 @@ def selection_request(
             turn=turn,
             ordinal=ordinal,
             addressee=addressee,
-            expires_at=timezone.now() + timedelta(seconds=timeout_seconds),
+            expires_at=now + timedelta(seconds=timeout_seconds),
+            remind_at=_share_of(now, timeout_seconds, settings.PARLEY_REMIND_AFTER),
+            escalate_at=(
+                _share_of(now, timeout_seconds, settings.PARLEY_ESCALATE_AFTER)
+                if escalate
+                else None
+            ),
             **fields,
         )
         turn.status = Turn.Status.AWAITING_INPUT
@@ -69,7 +82,27 @@ def selection_request(
             turn_id=turn.pk,
             events=[(TurnEvent.Type.SELECTION_REQUESTED, selection.to_payload())],
         )
+        _tell_people(selection, "asked", workspace_id=turn.conversation.workspace_id)
     return selection
+
+
+def _share_of(start, seconds: float, share: float):
+    """The moment ``share`` of ``seconds`` after ``start``; None for a share of 0 (never)."""
+    return start + timedelta(seconds=seconds * share) if share > 0 else None
+
+
+def _tell_people(selection: Selection, kind: str, *, workspace_id: int, to=()) -> None:
+    """Let the people of its workspace know, on their own sockets (see selection.people)."""
+    people_notify(
+        workspace_id=workspace_id,
+        notice={
+            "kind": kind,
+            "selection": selection.pk,
+            "conversation": selection.conversation_id,
+            "addressee": selection.addressee_id,
+            "to": [user.pk for user in to],
+        },
+    )
 
 
 def resolved_error(selection: Selection) -> ApplicationError:
@@ -154,6 +187,7 @@ def _resolve(selection: Selection, status: str, *, answer=None, user=None, befor
         )
         Selection.objects.filter(pk=selection.pk).update(resolved_seq=frame.seq)
         selection.resolved_seq = frame.seq
+        _tell_people(selection, "settled", workspace_id=selection.conversation.workspace_id)
         # Back to running, unless the agent is waiting on another question too.
         Turn.objects.filter(pk=selection.turn_id, status=Turn.Status.AWAITING_INPUT).exclude(
             selections__status=Selection.Status.PENDING
@@ -181,8 +215,84 @@ def selections_expire_due() -> int:
     anywhere (run by each process's upkeep). Returns how many it expired."""
     due = Selection.objects.filter(
         status=Selection.Status.PENDING, expires_at__lte=timezone.now()
-    ).select_related("turn")
+    ).select_related("turn", "conversation")
     return sum(selection_expire(selection=selection) for selection in due)
+
+
+def selections_remind_due() -> int:
+    """Remind the people who may answer each pending question whose reminder is due (its
+    addressee, else the members and owners of its workspace), with a ``selection.reminded``
+    event and a notice; run by each process's upkeep, so a question whose turn is in no
+    process's memory is reminded too. Returns how many it reminded."""
+    due = Selection.objects.filter(
+        status=Selection.Status.PENDING, reminded_at__isnull=True, remind_at__lte=timezone.now()
+    ).select_related("conversation", "addressee")
+    reminded = 0
+    for selection in due:
+        if selection.addressee is not None:
+            to = [selection.addressee]
+        else:
+            to = _people_of(selection, Membership.ACTING_ROLES)
+        reminded += _announce(
+            selection, "reminded_at", TurnEvent.Type.SELECTION_REMINDED, "reminded", to
+        )
+    return reminded
+
+
+def selections_escalate_due() -> int:
+    """Escalate to its workspace's owners each pending question whose escalation is due, with
+    a ``selection.escalated`` event and a notice (run by each process's upkeep). Owners may
+    answer any question, addressed or not. Returns how many it escalated."""
+    due = Selection.objects.filter(
+        status=Selection.Status.PENDING,
+        escalated_at__isnull=True,
+        escalate_at__lte=timezone.now(),
+    ).select_related("conversation")
+    owners = (Membership.Role.OWNER,)
+    return sum(
+        _announce(
+            selection,
+            "escalated_at",
+            TurnEvent.Type.SELECTION_ESCALATED,
+            "escalated",
+            _people_of(selection, owners),
+        )
+        for selection in due
+    )
+
+
+def _people_of(selection: Selection, roles) -> list:
+    return [
+        membership.user
+        for membership in Membership.objects.filter(
+            workspace_id=selection.conversation.workspace_id,
+            role__in=roles,
+            user__is_active=True,
+        )
+        .select_related("user")
+        .order_by("user__username")
+    ]
+
+
+def _announce(selection: Selection, done_field: str, event_type: str, kind: str, to) -> bool:
+    """Mark a still-pending question as reminded or escalated (compare-and-set, so that of
+    several processes' upkeeps one does it), with its event; then tell the people it names.
+    False if it was settled or done meanwhile."""
+    now = timezone.now()
+    with transaction.atomic():
+        marked = Selection.objects.filter(
+            pk=selection.pk, status=Selection.Status.PENDING, **{f"{done_field}__isnull": True}
+        ).update(**{done_field: now})
+        if not marked:
+            return False
+        setattr(selection, done_field, now)
+        append_events(
+            conversation_id=selection.conversation_id,
+            turn_id=selection.turn_id,
+            events=[(event_type, {"selection": selection.pk, "to": [person(u) for u in to]})],
+        )
+        _tell_people(selection, kind, workspace_id=selection.conversation.workspace_id, to=to)
+    return True
 
 
 def selection_cancel(*, selection: Selection, user=None) -> bool:

@@ -5,6 +5,7 @@ from django.urls import path
 from . import apis
 
 urlpatterns = [
+    path("waiting/", apis.WaitingApi.as_view(), name="api-waiting"),
     path("selections/", apis.SelectionListApi.as_view(), name="api-selections"),
     path("selections/<str:selection_id>/", apis.SelectionDetailApi.as_view(), name="api-selection"),
     path(

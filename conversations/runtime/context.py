@@ -425,6 +425,7 @@ class TurnContext:
         addressee: str | None = None,
         timeout: float | None = None,
         selection_id: str | None = None,
+        escalate: bool | None = None,
     ) -> Answer:
         """Ask a person something and wait for the answer, holding no thread.
 
@@ -432,6 +433,8 @@ class TurnContext:
         (``options`` of label, value and description; ``multiple``; ``allow_freeform``),
         ``text``, ``confirm`` or ``form`` (a flat JSON ``schema``). ``addressee`` (a username)
         lets only that person, or an owner, answer. ``timeout`` overrides the default expiry.
+        ``escalate`` says whether the workspace's owners are called on if it is still waiting
+        near its end (None: ``PARLEY_ESCALATE_QUESTIONS`` decides).
         ``selection_id`` stores the question under an id the caller made beforehand (with
         ``conversations.shared.new_selection_id``), to find it again from elsewhere.
         Returns an Answer; only Stop interrupts the wait (by cancelling the agent).
@@ -489,6 +492,7 @@ class TurnContext:
                 step=self._new_step("ask", kind, asked, said, {}),
                 releasable=self._releasable,
                 selection_id=selection_id,
+                escalate=escalate,
             )
         self._catch_up_on_steering()
         return Answer(

@@ -1,6 +1,7 @@
 """Process upkeep: every few seconds, renew the leases of this process's turns and watchers,
-stop the turns this process no longer owns, take over (resume) the turns nobody holds, expire
-the questions whose time is up, and forget the watchers of processes that died."""
+stop the turns this process no longer owns, take over (resume) the turns nobody holds, remind,
+escalate and expire the questions whose time for it has come, and forget the watchers of
+processes that died."""
 
 import asyncio
 import logging
@@ -54,7 +55,7 @@ class Upkeep:
                 reap = reap_foreign or now >= reap_from
                 if reap:
                     await self._take_over(any_owner=reap_foreign)
-                await run_db(seams.questions.get().expire_due)
+                await run_db(seams.questions.get().upkeep)
                 await run_db(
                     services.watchers_upkeep,
                     process=process_id(),

@@ -218,11 +218,15 @@ async def test_a_question_dismissed_or_declined(mcp_server, people, action, stat
     assert result.structuredContent["answer"] is None
 
 
-async def test_a_question_nobody_answers_expires(mcp_server, people):
+async def test_a_question_nobody_answers_is_escalated_then_expires(mcp_server, people):
     async with mcp_session(mcp_server.url, people.bob.token) as mcp:
-        result = await mcp.call_tool("ask", {"kind": "text", "prompt": "Anyone?", "timeout": 1})
+        question = {"kind": "text", "prompt": "Anyone?", "timeout": 1, "escalate": True}
+        result = await mcp.call_tool("ask", question)
     assert result.structuredContent["status"] == "expired"
     assert "expired" in result.content[0].text
+    # Upkeep reminded the members, then called on the owners, before it expired.
+    stored = await Selection.objects.aget(pk=result.structuredContent["question"])
+    assert stored.reminded_at < stored.escalated_at <= stored.answered_at
 
 
 async def test_stop_in_parley_cancels_the_pending_call_and_every_later_one(mcp_server, people):

@@ -1,0 +1,124 @@
+"""A person's own socket, ``/ws/me/``: what waits for them everywhere, kept live.
+
+On connect it sends ``{"type": "waiting", "count", "for_me"}`` (questions the person may
+answer, and how many are addressed to them), and again whenever that may have changed. It also
+sends ``{"type": "notice", ...}`` for what deserves a browser notification: a question they may
+answer was asked (``asked``, with ``addressed`` when it names them), they were reminded of one
+(``reminded``), one was escalated to them as an owner (``escalated``), or a turn they started
+ended (``turn_ended``). The news comes from the workspaces' groups on the channel layer (see
+conversations.notices), so it reaches the person whichever process served the change; counts
+and details are always read from the database.
+"""
+
+import asyncio
+import logging
+
+from channels.generic.websocket import AsyncJsonWebsocketConsumer
+
+from conversations.dbthreads import run_db
+from conversations.models import Conversation, Membership
+from conversations.notices import people_group_name
+from conversations.process import server_loop
+
+from . import selectors
+
+logger = logging.getLogger(__name__)
+
+CLOSE_UNAUTHENTICATED = 4401
+CLOSE_SERVICE_RESTART = 1012
+# The kinds of question notices that name the people they are for.
+ADDRESSED_KINDS = ("reminded", "escalated")
+
+
+def _workspace_ids(user) -> list[int]:
+    return list(Membership.objects.filter(user=user).values_list("workspace_id", flat=True))
+
+
+def _conversation_title(conversation_id: str) -> str:
+    return (
+        Conversation.objects.filter(pk=conversation_id).values_list("title", flat=True).first()
+        or ""
+    )
+
+
+class PersonConsumer(AsyncJsonWebsocketConsumer):
+    groups_joined: tuple[str, ...] = ()
+    counting: asyncio.Task | None = None
+    count_again = False
+
+    async def connect(self):
+        await self.accept()
+        if server_loop.draining:
+            await self.close(code=CLOSE_SERVICE_RESTART)
+            return
+        self.user = self.scope.get("user")
+        if self.user is None or not self.user.is_authenticated:
+            await self.close(code=CLOSE_UNAUTHENTICATED)
+            return
+        # Join first, then count: nothing committed after the count goes unheard.
+        workspace_ids = await run_db(_workspace_ids, self.user)
+        self.groups_joined = tuple(people_group_name(pk) for pk in workspace_ids)
+        for group in self.groups_joined:
+            await self.channel_layer.group_add(group, self.channel_name)
+        await self.send_count()
+
+    async def disconnect(self, code):
+        for group in self.groups_joined:
+            await self.channel_layer.group_discard(group, self.channel_name)
+        if self.counting is not None:
+            self.counting.cancel()
+
+    async def receive_json(self, content, **kwargs):
+        await self.send_json(
+            {"type": "ws.error", "code": "read_only", "message": "This socket only talks."}
+        )
+
+    async def people_notice(self, message):
+        notice = message["notice"]
+        kind = notice.get("kind")
+        self.recount()
+        if kind == "turn_ended":
+            if notice.get("started_by") == self.user.pk:
+                title = await run_db(_conversation_title, notice["conversation"])
+                await self.send_json(
+                    {
+                        "type": "notice",
+                        "kind": kind,
+                        "conversation": notice["conversation"],
+                        "conversation_title": title,
+                        "turn": notice["turn"],
+                        "status": notice["status"],
+                    }
+                )
+            return
+        # A new question is news for those it is for (an owner hears of one addressed to
+        # someone else only if it is escalated to them).
+        if (kind == "asked" and notice.get("addressee") in (None, self.user.pk)) or (
+            kind in ADDRESSED_KINDS and self.user.pk in notice.get("to", ())
+        ):
+            details = await run_db(
+                selectors.selection_notice, user=self.user, selection_id=notice["selection"]
+            )
+            if details is not None:
+                await self.send_json({"type": "notice", "kind": kind, **details})
+
+    def recount(self) -> None:
+        """Count again soon: notices that come while a count is read share the next one."""
+        if self.counting is None or self.counting.done():
+            self.counting = asyncio.get_running_loop().create_task(self._count())
+        else:
+            self.count_again = True
+
+    async def _count(self) -> None:
+        try:
+            await self.send_count()
+            while self.count_again:
+                self.count_again = False
+                await self.send_count()
+        except Exception:
+            # The socket closed mid-count, or the database was away: the next notice counts.
+            logger.warning("Could not count what waits for %s", self.user, exc_info=True)
+
+    async def send_count(self) -> None:
+        counts = await run_db(selectors.waiting_count, user=self.user)
+        await self.send_json({"type": "waiting", **counts})

@@ -1,0 +1,31 @@
+"""The "Waiting for you" page: every question the person may answer, across their workspaces,
+answerable right there; and the count every page's header shows (see people.js)."""
+
+from django.contrib.auth.decorators import login_required
+from django.middleware.csrf import get_token
+from django.shortcuts import render
+from django.urls import reverse
+from django.utils.functional import SimpleLazyObject
+
+from conversations.shared import person
+
+from . import selectors
+
+
+@login_required
+def waiting_page(request):
+    config = {
+        "me": person(request.user),
+        "csrf": get_token(request),
+        "login_url": f"{reverse('login')}?next={request.path}",
+    }
+    return render(request, "waiting.html", {"config": config})
+
+
+def waiting(request) -> dict:
+    """A context processor: ``waiting`` (count and for_me) for the header, read only if the
+    page shows it (signed in), at most once per page."""
+    user = getattr(request, "user", None)
+    if user is None or not user.is_authenticated:
+        return {}
+    return {"waiting": SimpleLazyObject(lambda: selectors.waiting_count(user=user))}

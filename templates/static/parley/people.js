@@ -1,0 +1,128 @@
+// On every page: what waits for the person, kept live over their own socket (/ws/me/). The
+// header's "Waiting for you" count and the tab's title ("(2) Parley") follow it; the pages that
+// list questions hear of each change as a `parley:waiting` event on window. With the person's
+// leave (asked for with a click, never on load), news that concerns them while the tab is
+// hidden becomes a browser notification: a question they may answer, one addressed to them, a
+// reminder, an escalation, and a turn of theirs that finished.
+
+const BACKOFF_SECONDS = [1, 2, 4, 8, 16];
+const UNAUTHENTICATED = 4401;
+
+const link = document.getElementById("waiting-link");
+const badge = document.getElementById("waiting-count");
+const notifyButton = document.getElementById("notify-toggle");
+// The tab's title without the count (read each time: a page may rename itself).
+const COUNTED = /^\(\d+\)\s+/;
+
+const TURN_ENDINGS = { completed: "finished", failed: "failed", cancelled: "was stopped" };
+
+// What happened, for people debugging (and for the browser tests).
+const state = { count: Number(badge?.textContent) || 0, forMe: 0, notified: [], connections: 0 };
+window.parleyPeople = state;
+
+function showCount({ count, for_me: forMe }) {
+  state.count = count;
+  state.forMe = forMe;
+  badge.textContent = String(count);
+  badge.hidden = count === 0;
+  badge.classList.toggle("waiting-count-for-me", forMe > 0);
+  const words = count === 1 ? "1 question waits for you" : `${count} questions wait for you`;
+  link.setAttribute("aria-label", count ? `Waiting for you: ${words}` : "Waiting for you: nothing");
+  link.title = forMe ? `${words}, ${forMe} addressed to you` : words;
+  const title = document.title.replace(COUNTED, "");
+  document.title = count ? `(${count}) ${title}` : title;
+  window.dispatchEvent(new CustomEvent("parley:waiting", { detail: { count, forMe } }));
+}
+
+// Notifications. -----------------------------------------------------------------------------
+
+const canNotify = "Notification" in window;
+
+function showNotifyButton() {
+  if (!notifyButton) return;
+  notifyButton.hidden = !canNotify || Notification.permission !== "default";
+}
+
+notifyButton?.addEventListener("click", async () => {
+  await Notification.requestPermission();
+  showNotifyButton();
+});
+
+function describe(notice) {
+  const conversation = `/conversations/${encodeURIComponent(notice.conversation)}/`;
+  const at = notice.selection ? `${conversation}#question-${encodeURIComponent(notice.selection)}` : conversation;
+  const where = notice.conversation_title ? ` in “${notice.conversation_title}”` : "";
+  switch (notice.kind) {
+    case "asked":
+      return {
+        title: notice.addressed ? `A question for you${where}` : `A new question${where}`,
+        body: notice.prompt,
+        url: at,
+        tag: notice.selection,
+      };
+    case "reminded":
+      return { title: `Reminder: a question waits for you${where}`, body: notice.prompt, url: at, tag: notice.selection };
+    case "escalated":
+      return { title: `Nobody has answered yet${where}`, body: notice.prompt, url: at, tag: notice.selection };
+    case "turn_ended":
+      return {
+        title: `Your turn ${TURN_ENDINGS[notice.status] || "ended"}${where}`,
+        body: "Open the conversation to see what the agent did.",
+        url: conversation,
+        tag: notice.turn,
+      };
+    default:
+      return null;
+  }
+}
+
+function notify(notice) {
+  if (!canNotify || Notification.permission !== "granted") return;
+  // A person looking at the page sees the news there (the count, the question itself).
+  if (document.visibilityState === "visible") return;
+  const shown = describe(notice);
+  if (!shown) return;
+  // The tag makes every tab of the person show one notification per question or turn.
+  const notification = new Notification(shown.title, { body: shown.body, tag: shown.tag });
+  notification.addEventListener("click", () => {
+    window.focus();
+    notification.close();
+    window.location.assign(shown.url);
+  });
+  state.notified.push({ kind: notice.kind, title: shown.title, body: shown.body, url: shown.url });
+}
+
+// The socket. -------------------------------------------------------------------------------
+
+let attempts = 0;
+
+function connect() {
+  const scheme = window.location.protocol === "https:" ? "wss" : "ws";
+  const socket = new WebSocket(`${scheme}://${window.location.host}/ws/me/`);
+  state.connections += 1;
+  socket.addEventListener("message", (message) => {
+    let frame;
+    try {
+      frame = JSON.parse(message.data);
+    } catch {
+      return;
+    }
+    if (frame.type === "waiting") {
+      attempts = 0;
+      showCount(frame);
+    } else if (frame.type === "notice") {
+      notify(frame);
+    }
+  });
+  socket.addEventListener("close", (event) => {
+    if (event.code === UNAUTHENTICATED) return; // signed out: the page's next request says so
+    const base = BACKOFF_SECONDS[Math.min(attempts, BACKOFF_SECONDS.length - 1)];
+    attempts += 1;
+    setTimeout(connect, base * (0.5 + Math.random()) * 1000);
+  });
+}
+
+if (link && badge) {
+  showNotifyButton();
+  connect();
+}
