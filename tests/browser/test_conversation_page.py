@@ -127,7 +127,9 @@ def test_a_socket_lost_mid_stream_leaves_the_whole_text_exactly_once(
             page.wait_for_timeout(200)
             page.context.set_offline(False)
         else:
-            assert proxy.cut_websockets() == 1
+            # The conversation's socket, and the person's own (the header's count) if it is
+            # back from the last cut.
+            assert proxy.cut_websockets() >= 1
         page.wait_for_function(
             "(before) => window.parleyStream.stats.connections > before", arg=connections
         )
@@ -176,6 +178,8 @@ def test_steering_a_running_turn_from_the_composer(browsing, conversation):
     page = browsing.conversation("bob", conversation.pk)
     send(page, "summarize")
     expect(question(page)).to_contain_text("Which file should I summarize?")
+    # While a question waits, the composer leads to it; steering is a choice made plainly.
+    page.get_by_role("button", name="Steer instead").click()
     send(page, "keep it short")
     steer = page.locator(".entry-steer")
     expect(steer).to_contain_text("Bob")

@@ -1,5 +1,6 @@
 // The conversation page: the transcript from the event log and live events, the composer (start
-// a turn, or steer the running one), Stop, the connection state and who is here.
+// a turn, steer the running one, or answer the question the agent waits on), Stop, the
+// connection state, where the keyboard focus goes next, and who is here.
 
 import { ApiError, api, configureApi } from "./api.js";
 import { h, personName } from "./dom.js";
@@ -18,10 +19,16 @@ const TURN_STATUS_WORDS = {
   running: "The agent is working…",
   awaiting_input: "The agent is waiting for an answer.",
 };
+// Where Stop asks "are you sure?" first: narrow screens and touch, where it is easy to hit.
+const CAREFUL_STOP = window.matchMedia("(max-width: 40rem), (pointer: coarse)");
+const STOP_CONFIRM_MS = 4000;
 
 // The turn that is running now, if any: the composer steers it and Stop stops it.
 let activeTurn = null;
 let stopping = false;
+// The turn's status and how the last one ended, in words (see showTurnStatus).
+let turnWords = "";
+let turnState = "";
 
 const turnStatus = document.getElementById("turn-status");
 const transcript = new Transcript(document.getElementById("transcript"), {
@@ -34,27 +41,41 @@ const transcript = new Transcript(document.getElementById("transcript"), {
     const ended = endedStatuses.has(status);
     activeTurn = ended ? null : { id: turnId, status };
     if (ended) stopping = false;
-    turnStatus.textContent = ended ? ending : TURN_STATUS_WORDS[status] || "";
-    turnStatus.dataset.status = status;
+    turnWords = ended ? ending : TURN_STATUS_WORDS[status] || "";
+    turnState = status;
+    showTurnStatus();
     updateComposer();
   },
+  onQuestionsChange: () => {
+    updateComposer();
+    focusFollowUp();
+  },
+  onUnseen: showUnseen,
+  afterReply: () => focusNext(),
 });
 
 // The connection, as a person sees it. -----------------------------------------------------
+// It sits in the footer, which stays on screen; while the page is not live, the turn's status
+// line says so too, rather than "working" on news it can no longer get.
 
 const connection = document.getElementById("connection");
 const connectionText = connection.querySelector(".connection-text");
 const retryButton = connection.querySelector(".connection-retry");
 let retryTicker = null;
+let connectionState = "connecting";
+// Until the page is first live, "connecting" is just the page loading, not news.
+let wasLive = false;
 
 function showConnection(state, retryAt) {
+  connectionState = state;
+  if (state === "live") wasLive = true;
   connection.dataset.state = state;
   clearInterval(retryTicker);
   retryButton.hidden = state !== "reconnecting" && state !== "offline";
   const words = {
     connecting: "Connecting…",
     live: "Live",
-    offline: "Offline: waiting for the network",
+    offline: "Offline",
     closed: "Disconnected",
   };
   if (state === "reconnecting") {
@@ -63,12 +84,28 @@ function showConnection(state, retryAt) {
     const show = () => {
       seconds.textContent = ` in ${Math.max(0, Math.ceil((retryAt - Date.now()) / 1000))} s`;
     };
-    connectionText.replaceChildren("Connection lost: reconnecting", seconds);
+    connectionText.replaceChildren("Reconnecting…", seconds);
     show();
     retryTicker = setInterval(show, 1000);
   } else {
     connectionText.textContent = words[state] || state;
   }
+  showTurnStatus();
+}
+
+function showTurnStatus() {
+  const live = connectionState === "live" || !wasLive;
+  let words = turnWords;
+  if (!live) {
+    words = activeTurn
+      ? "Not live: the agent may still be working. What it does will show here once the page reconnects."
+      : "Not live: anything new will show here once the page reconnects.";
+  }
+  if (turnStatus.textContent !== words) turnStatus.textContent = words;
+  turnStatus.dataset.status = turnState;
+  turnStatus.dataset.live = String(live);
+  // How a turn ended is in the transcript already: here it is only said to screen readers.
+  turnStatus.classList.toggle("turn-status-ended", live && endedStatuses.has(turnState));
 }
 
 // The seq the page must reach to have caught up with what was stored when it (re)connected:
@@ -106,7 +143,20 @@ const stream = new ConversationStream({
 retryButton.addEventListener("click", () => stream.reconnectNow());
 
 function catchUp() {
-  if (stream.lastSeq >= caughtUpAt && !transcript.live) transcript.goLive();
+  if (stream.lastSeq >= caughtUpAt && !transcript.live) {
+    transcript.goLive();
+    openLinkedQuestion();
+  }
+}
+
+// A link to a question (#question-<id>, from "Waiting for you" or a notification): once the
+// page has it, show it and put the focus on it.
+function openLinkedQuestion() {
+  const match = /^#question-(.+)$/.exec(window.location.hash);
+  const card = match && transcript.questions.get(decodeURIComponent(match[1]));
+  if (!card) return;
+  card.element.scrollIntoView({ block: "center" });
+  if (card.canAnswer) card.focusFirstControl();
 }
 
 // The last seq applied, on the page (for people debugging, and the browser tests).
@@ -133,6 +183,27 @@ async function rehydrateQuestions() {
   }
 }
 
+// New activity while the person reads further up. ------------------------------------------
+
+const jumpButton = document.getElementById("jump-latest");
+const jumpCount = document.getElementById("jump-latest-count");
+
+function showUnseen(count) {
+  jumpButton.hidden = count === 0;
+  jumpCount.textContent = String(count);
+  jumpButton.setAttribute(
+    "aria-label",
+    `New activity: ${count} new ${count === 1 ? "entry" : "entries"}. Go to the latest.`,
+  );
+}
+
+jumpButton.addEventListener("click", () => {
+  transcript.jumpToEnd();
+  // The button is gone: the focus goes where the latest can be answered.
+  if (input) input.focus({ preventScroll: true });
+  else document.getElementById("main").focus({ preventScroll: true });
+});
+
 // Who is here. ------------------------------------------------------------------------------
 
 const presenceList = document.getElementById("presence");
@@ -150,6 +221,10 @@ function showPresence(people) {
 }
 
 // The composer and Stop. --------------------------------------------------------------------
+// While a question this person may answer waits, the composer says so. A question that a line
+// of text answers (a text question, a choice that takes one's own answer) is answered from it;
+// for any other, Enter goes to the question. "Steer instead" makes it steer the turn, for that
+// question, as it does while no question waits.
 
 const composer = document.getElementById("composer");
 const input = document.getElementById("composer-input");
@@ -157,18 +232,82 @@ const sendButton = document.getElementById("composer-send");
 const stopButton = document.getElementById("stop");
 const composerError = document.getElementById("composer-error");
 const composerLabel = document.getElementById("composer-label");
+const composerHint = document.getElementById("composer-hint");
+const questionNote = document.getElementById("composer-question");
+const questionText = document.getElementById("composer-question-text");
+const gotoButton = document.getElementById("composer-goto");
+const modeButton = document.getElementById("composer-mode");
+
+// The question for which the person chose to steer instead of answering.
+let steerInsteadOf = null;
+
+const MODES = {
+  send: {
+    button: "Send",
+    label: "Message the agent",
+    placeholder: () => `Ask the agent something…${hint}`,
+    hint: "Enter sends, Shift+Enter starts a new line. While the agent works, what you send steers it, and Esc stops it.",
+  },
+  steer: {
+    button: "Steer",
+    label: "Steer the running turn",
+    placeholder: () => "Add something the agent should take into account…",
+    hint: "Enter steers the turn (the agent reads it at its next step), Shift+Enter starts a new line. Esc stops the agent.",
+  },
+  answer: {
+    button: "Answer",
+    label: "Answer the agent's question",
+    placeholder: () => "Type your answer…",
+    hint: "Enter answers the question, Shift+Enter starts a new line. Esc stops the agent.",
+  },
+  point: {
+    button: "Go to the question",
+    label: "Message the agent",
+    placeholder: () => "The agent is waiting on the question above…",
+    hint: "Enter goes to the question. Esc stops the agent.",
+  },
+};
+
+function composerState() {
+  const card = transcript.latestAnswerable();
+  if (card && steerInsteadOf !== card.selection.id) return { mode: card.takesText ? "answer" : "point", card };
+  return { mode: activeTurn || card ? "steer" : "send", card };
+}
+
+function setText(element, text) {
+  if (element.textContent !== text) element.textContent = text;
+}
 
 function updateComposer() {
   if (!composer) return;
-  const steering = activeTurn !== null;
-  sendButton.textContent = steering ? "Steer" : "Send";
-  composerLabel.textContent = steering ? "Steer the running turn" : "Message the agent";
-  input.placeholder = steering
-    ? "Add something the agent should take into account…"
-    : `Ask the agent something…${hint}`;
-  stopButton.hidden = !steering;
+  const { mode, card } = composerState();
+  const words = MODES[mode];
+  composer.dataset.mode = mode;
+  setText(sendButton, words.button);
+  setText(composerLabel, words.label);
+  setText(composerHint, words.hint);
+  input.placeholder = words.placeholder();
+  // Enter with nothing typed still goes to the question: nothing is required then.
+  input.required = mode !== "point";
+  questionNote.hidden = !card;
+  if (!card) setText(questionText, "");
+  if (card) {
+    const quoted = `“${card.promptText}”`;
+    setText(
+      questionText,
+      mode === "answer"
+        ? `The agent asks you: ${quoted} — Enter sends your answer.`
+        : mode === "point"
+          ? `The agent is waiting for your answer to ${quoted} above.`
+          : `The agent is waiting for an answer above: what you send now steers the turn instead.`,
+    );
+    gotoButton.hidden = mode === "answer" || (mode === "steer" && card.takesText);
+    setText(modeButton, mode === "steer" ? (card.takesText ? "Answer it here instead" : "Answer it instead") : "Steer instead");
+    modeButton.hidden = mode === "steer" && !card.takesText;
+  }
+  stopButton.hidden = activeTurn === null;
   stopButton.disabled = stopping;
-  stopButton.textContent = stopping ? "Stopping…" : "Stop";
+  if (!stopConfirming) setText(stopButton, stopping ? "Stopping…" : "Stop");
 }
 
 function showComposerError(message) {
@@ -176,9 +315,42 @@ function showComposerError(message) {
   composerError.hidden = !message;
 }
 
+// After this person settled a question: the next question they may answer, else the composer
+// (where a question that takes text is answered). An agent usually asks its next question a
+// moment after an answer: if it does so while the focus still waits, untouched, in the empty
+// composer, the focus goes on to it.
+const FOLLOW_UP_MS = 3000;
+let followUpUntil = 0;
+
+function focusNext() {
+  const card = transcript.latestAnswerable();
+  if (card && !(input && card.takesText) && card.focusFirstControl()) return;
+  if (!input) return;
+  input.focus();
+  followUpUntil = Date.now() + FOLLOW_UP_MS;
+}
+
+function focusFollowUp() {
+  if (!input || Date.now() > followUpUntil) return;
+  const card = transcript.latestAnswerable();
+  if (!card || document.activeElement !== input || input.value !== "") return;
+  followUpUntil = 0;
+  if (!card.takesText) card.focusFirstControl();
+}
+
+function goToQuestion() {
+  const card = transcript.latestAnswerable();
+  if (card && !card.focusFirstControl()) card.element.scrollIntoView({ block: "center" });
+}
+
 let sending = false;
 
 async function send() {
+  const { mode, card } = composerState();
+  if (mode === "point") {
+    goToQuestion();
+    return;
+  }
   const text = input.value.trim();
   if (!text) {
     input.focus();
@@ -191,12 +363,25 @@ async function send() {
   input.readOnly = true;
   const path = `/conversations/${encodeURIComponent(conversationId)}`;
   try {
-    if (activeTurn) {
+    if (mode === "answer") {
+      const outcome = await card.answerWithText(text);
+      if (outcome.mine) {
+        input.value = "";
+        focusNext();
+      } else if (outcome.settled) {
+        showComposerError("That question was settled a moment ago (see above): your text is still here.");
+      } else if (outcome.error) {
+        showComposerError(outcome.error);
+      }
+    } else if (activeTurn) {
       await api(`${path}/steer/`, { method: "POST", body: { expected_turn_id: activeTurn.id, input: text } });
+      input.value = "";
+      transcript.jumpToEnd();
     } else {
       await api(`${path}/turns/`, { method: "POST", body: { input: text, interactive: true } });
+      input.value = "";
+      transcript.jumpToEnd();
     }
-    input.value = "";
   } catch (error) {
     if (!(error instanceof ApiError)) throw error;
     if (error.code === "turn_in_progress") {
@@ -230,9 +415,29 @@ function adoptActiveTurn(turnId) {
   updateComposer();
 }
 
-async function stop() {
-  if (!activeTurn) return;
+let stopConfirming = false;
+let stopConfirmTimer = null;
+
+function endStopConfirm() {
+  clearTimeout(stopConfirmTimer);
+  stopConfirming = false;
+  updateComposer();
+}
+
+// `careful`: a tap on a narrow or touch screen, which asks to be tapped again first.
+async function stop({ careful = false } = {}) {
+  if (!activeTurn || stopping) return;
+  if (careful && !stopConfirming) {
+    stopConfirming = true;
+    stopButton.textContent = "Tap again to stop";
+    clearTimeout(stopConfirmTimer);
+    stopConfirmTimer = setTimeout(endStopConfirm, STOP_CONFIRM_MS);
+    return;
+  }
+  clearTimeout(stopConfirmTimer);
+  stopConfirming = false;
   stopping = true;
+  const hadFocus = document.activeElement === stopButton;
   updateComposer();
   try {
     await api(`/conversations/${encodeURIComponent(conversationId)}/cancel/`, {
@@ -244,7 +449,22 @@ async function stop() {
     stopping = false;
     updateComposer();
     if (error.code !== "no_active_turn") showComposerError(error.message);
+  } finally {
+    // The Stop button was disabled (and is about to go): the composer is what comes next.
+    const lost = !document.activeElement || document.activeElement === document.body;
+    if (hadFocus || lost || document.activeElement === stopButton) input.focus();
   }
+}
+
+// Esc stops the running turn, from anywhere on the page except a question (whose fields may
+// use it), another text field, or an open dialog.
+function stopKey(event) {
+  if (event.key !== "Escape" || event.defaultPrevented || event.isComposing || !activeTurn) return;
+  if (document.querySelector("dialog[open]")) return;
+  const target = event.target instanceof Element ? event.target : null;
+  if (target && target !== input && target.closest(".question, input, textarea, select, [contenteditable]")) return;
+  event.preventDefault();
+  stop();
 }
 
 if (composer) {
@@ -259,9 +479,30 @@ if (composer) {
       composer.requestSubmit();
     }
   });
-  stopButton.addEventListener("click", stop);
+  input.addEventListener("input", () => {
+    followUpUntil = 0;
+    showComposerError("");
+  });
+  gotoButton.addEventListener("click", goToQuestion);
+  modeButton.addEventListener("click", () => {
+    const { mode, card } = composerState();
+    if (!card) return;
+    steerInsteadOf = mode === "steer" ? null : card.selection.id;
+    updateComposer();
+    if (composerState().mode === "point") goToQuestion();
+    else input.focus();
+  });
+  stopButton.addEventListener("click", () => stop({ careful: CAREFUL_STOP.matches }));
+  document.addEventListener("keydown", stopKey);
   updateComposer();
 }
+
+// The footer stays on screen over the end of the page: what the keyboard focuses must not hide
+// under it (scroll-padding-bottom, from its height).
+const footer = document.getElementById("conversation-footer");
+new ResizeObserver(() => {
+  document.documentElement.style.setProperty("--conversation-footer", `${footer.offsetHeight}px`);
+}).observe(footer);
 
 setInterval(() => transcript.tick(Date.now()), 1000);
 // A handle for people debugging a connection in the console (and for the browser tests).

@@ -2,7 +2,7 @@
 // to expiry, Dismiss, and (once anyone answers, from anywhere) the outcome and who gave it.
 
 import { ApiError, api } from "./api.js";
-import { formatBytes, h, personName, uniqueId } from "./dom.js";
+import { formatBytes, h, personName, timeElement, uniqueId } from "./dom.js";
 import { renderInlineMarkdown } from "./markdown.js";
 
 const OUTCOME_WORDS = {
@@ -34,12 +34,27 @@ function countdownText(seconds) {
   return `expires in ${minutes}:${rest}`;
 }
 
+// The agent's words (a prompt, an option's label or description) as inline Markdown, rendered
+// safely (see markdown.js). Inside a button a link would be a control in a control: there its
+// text stays and the link goes.
+function inlineMarkdown(tag, attributes, text, { links = true } = {}) {
+  const element = h(tag, attributes);
+  element.innerHTML = renderInlineMarkdown(text || "");
+  if (!links) for (const link of element.querySelectorAll("a")) link.replaceWith(...link.childNodes);
+  return element;
+}
+
+// The same words as plain text (for an outcome line, a legend, the composer).
+export function plainText(markdown) {
+  return inlineMarkdown("span", {}, markdown).textContent;
+}
+
 // How an answer reads to people: option labels for values, field titles for a form's keys.
 export function describeAnswer(selection, answer) {
   if (answer === null || answer === undefined) return "";
   switch (selection.kind) {
     case "choice": {
-      const labels = new Map(selection.options.map((option) => [option.value, option.label]));
+      const labels = new Map(selection.options.map((option) => [option.value, plainText(option.label)]));
       const values = Array.isArray(answer) ? answer : [answer];
       return values.map((value) => labels.get(value) || `“${value}”`).join(", ");
     }
@@ -62,12 +77,18 @@ export function describeAnswer(selection, answer) {
   }
 }
 
+// One question. Options: `askedAt` (the time it was asked, shown in its header); `onResolve(card)`
+// whenever it stops waiting, however that came about; `afterReply(card)` once this person's
+// own answer, dismissal or decline from the card settled it (to move the focus on: without it,
+// the focus goes to the outcome).
 export class QuestionCard {
-  constructor(selection, { me, role, canAct }) {
+  constructor(selection, { me, role, canAct, askedAt = null, onResolve = null, afterReply = null }) {
     this.selection = selection;
     this.me = me;
     this.role = role;
     this.canAct = canAct;
+    this.onResolve = onResolve;
+    this.afterReply = afterReply;
     this.status = "pending";
     this.promptId = uniqueId("question-prompt");
     this.countdown = h("span", { class: "question-countdown" });
@@ -75,12 +96,13 @@ export class QuestionCard {
     this.outcome = h("p", { class: "question-outcome", role: "status", tabindex: "-1", hidden: true });
     const addressee = selection.addressee;
     // The agent's prompt may use Markdown, like the rest of what it says (rendered safely).
-    const prompt = h("p", { class: "question-prompt", id: this.promptId });
-    prompt.innerHTML = renderInlineMarkdown(selection.prompt);
+    const prompt = inlineMarkdown("p", { class: "question-prompt", id: this.promptId }, selection.prompt);
+    this.promptText = prompt.textContent;
     this.element = h(
       "section",
       {
         class: "question",
+        id: `question-${selection.id}`,
         "aria-labelledby": this.promptId,
         dataset: { selection: selection.id, kind: selection.kind, status: "pending" },
       },
@@ -90,6 +112,7 @@ export class QuestionCard {
         h("span", { class: "question-badge" }, "Question"),
         h("span", { class: "question-kind" }, kindWords(selection)),
         addressee ? h("span", { class: "question-for" }, `for ${personName(addressee)}`) : null,
+        askedAt ? timeElement(askedAt) : null,
         this.countdown,
       ),
       prompt,
@@ -115,6 +138,42 @@ export class QuestionCard {
     if (!this.canAct) return false;
     const addressee = this.selection.addressee;
     return !addressee || addressee.id === this.me.id || this.role === "owner";
+  }
+
+  // Whether a line of text alone can answer it (so that the page's composer may): a text
+  // question, or a choice that takes an answer of one's own.
+  get takesText() {
+    const { kind, allow_freeform: freeform, multiple } = this.selection;
+    if (kind === "text") return true;
+    if (kind !== "choice" || !freeform) return false;
+    return !multiple || (this.selection.min_choices ?? 0) <= 1;
+  }
+
+  // Answer with a line of text (see takesText): for a choice, an option named by its label or
+  // value, else the text as the person's own answer. Resolves to reply's outcome.
+  answerWithText(text) {
+    let answer = text;
+    if (this.selection.kind === "choice") {
+      const wanted = text.toLowerCase();
+      const option = this.selection.options.find(
+        (item) => item.value.toLowerCase() === wanted || plainText(item.label).toLowerCase() === wanted,
+      );
+      answer = option ? option.value : text;
+      if (this.selection.multiple) answer = [answer];
+    }
+    return this.reply({ answer });
+  }
+
+  // Put the focus on the first control of a question still waiting; false if there is none.
+  focusFirstControl() {
+    if (this.status !== "pending" || !this.form) return false;
+    const enabled = ":not(:disabled)";
+    const control =
+      this.form.querySelector(`.picker-list input${enabled}, .picker-list button${enabled}`) ||
+      this.form.querySelector(`button${enabled}, input${enabled}, select${enabled}, textarea${enabled}`);
+    if (!control) return false;
+    control.focus();
+    return true;
   }
 
   waitingText() {
@@ -154,10 +213,16 @@ export class QuestionCard {
     this.outcome.textContent = text;
     this.outcome.hidden = false;
     if (hadFocus) this.outcome.focus();
+    this.onResolve?.(this);
   }
 
+  // Send this person's reply (an answer, or a dismiss or decline action). Resolves to
+  // { settled, mine, error }: settled once the question no longer waits, mine if by this reply,
+  // error (the server's words) if it was refused and still waits.
   async reply(body) {
     const focused = document.activeElement;
+    const fromCard = this.element.contains(focused);
+    const outcome = { settled: false, mine: false, error: null };
     this.setBusy(true);
     this.error.hidden = true;
     try {
@@ -166,6 +231,7 @@ export class QuestionCard {
         body,
       });
       this.resolve(settled);
+      outcome.mine = true;
     } catch (error) {
       if (!(error instanceof ApiError)) throw error;
       if (error.code === "already_resolved") {
@@ -175,12 +241,19 @@ export class QuestionCard {
         this.resolve({ status: "expired" });
       } else {
         this.showError(error.message);
+        outcome.error = error.message;
       }
     } finally {
       this.setBusy(false);
-      // Disabling the control that was pressed took the focus away; give it back.
-      if (this.status === "pending" && focused && this.element.contains(focused)) focused.focus();
+      outcome.settled = this.status !== "pending";
+      // Disabling the control that was pressed took the focus away: give it back while the
+      // question waits; once this person's reply settled it, move on (afterReply); if someone
+      // else's answer won, show theirs.
+      if (fromCard && !outcome.settled) focused.focus();
+      else if (fromCard && outcome.mine && this.afterReply) this.afterReply(this);
+      else if (fromCard) this.outcome.focus();
     }
+    return outcome;
   }
 
   showError(message) {
@@ -246,9 +319,11 @@ export class QuestionCard {
               "aria-describedby": descriptionId,
               onclick: () => this.reply({ answer: option.value }),
             },
-            h("span", { class: "option-label" }, option.label),
+            inlineMarkdown("span", { class: "option-label" }, option.label, { links: false }),
             option.description
-              ? h("span", { class: "option-description", id: descriptionId }, option.description)
+              ? inlineMarkdown("span", { class: "option-description", id: descriptionId }, option.description, {
+                  links: false,
+                })
               : null,
           ),
         );
@@ -266,7 +341,7 @@ export class QuestionCard {
     const fieldset = h(
       "fieldset",
       { class: "options options-multiple", "aria-describedby": hintId },
-      h("legend", { class: "visually-hidden" }, this.selection.prompt),
+      h("legend", { class: "visually-hidden" }, this.promptText),
     );
     for (const option of options) {
       const id = uniqueId("choice");
@@ -279,9 +354,9 @@ export class QuestionCard {
           h(
             "label",
             { for: id },
-            h("span", { class: "option-label" }, option.label),
+            inlineMarkdown("span", { class: "option-label" }, option.label),
             option.description
-              ? h("span", { class: "option-description", id: descriptionId }, option.description)
+              ? inlineMarkdown("span", { class: "option-description", id: descriptionId }, option.description)
               : null,
           ),
         ),
@@ -515,11 +590,12 @@ class PathPicker {
   }
 
   // A row a person can pick: a radio labelled with the name (an icon and size beside it), and
-  // for a folder the button that opens it (the radio's label is then read, not shown).
+  // for a folder the button that opens it (the radio's label is then read, not shown). A
+  // double-click anywhere on a row shown by its label picks it, as in a file dialog (on a
+  // folder's row, a click opens the folder instead).
   choiceRow(value, text, { icon = null, size = null, open = null } = {}) {
     const id = uniqueId("pick-option");
     const input = h("input", { type: "radio", name: this.group, id, value });
-    input.addEventListener("dblclick", () => this.card.form.requestSubmit());
     const label = h(
       "label",
       { for: id, class: open ? "visually-hidden" : null },
@@ -527,6 +603,12 @@ class PathPicker {
       text,
       size !== null ? h("span", { class: "muted picker-size" }, formatBytes(size)) : null,
     );
-    return h("li", { class: "picker-row" }, input, label, open);
+    const row = h("li", { class: open ? "picker-row" : "picker-row picker-row-pickable" }, input, label, open);
+    row.addEventListener("dblclick", (event) => {
+      if (open && open.contains(event.target)) return;
+      input.checked = true;
+      this.card.form.requestSubmit();
+    });
+    return row;
   }
 }

@@ -1,9 +1,11 @@
 // The transcript, built from the conversation's events in seq order: each person's input, the
 // agent's streamed text (Markdown, rendered safely), tool calls as collapsible rows, questions
 // where they were asked, steering marked as such, where a turn was resumed, what the agent let
-// people know on the way (turn.notice), and how each turn ended (with the tokens it used).
+// people know on the way (turn.notice), and how each turn ended (with the tokens it used). Every
+// entry has its time, and a separator names the day wherever the day changes. When new entries
+// arrive while the reader is further up, they are counted (onUnseen) instead of followed.
 
-import { formatTime, h, personName } from "./dom.js";
+import { dayKey, dayLabel, h, personName, refreshTimes, timeElement } from "./dom.js";
 import { renderMarkdown } from "./markdown.js";
 import { QuestionCard } from "./questions.js";
 
@@ -15,10 +17,15 @@ const RESUMED_WORDS = {
   question_settled: "Resumed when the question was settled",
   restart: "Resumed after a restart",
 };
-// A notice's kind (turn.notice's kind) as a sign before its words.
-const NOTICE_ICONS = { retry: "↻", limit: "⚠" };
+// A notice's kind (turn.notice's kind) as the icon before its words (see .icon-* in parley.css:
+// drawn, so that no emoji font is needed).
+const NOTICE_ICONS = { retry: "retry", limit: "warning" };
 // The page is in English: numbers are grouped as English readers expect ("1,234").
 const NUMBER = new Intl.NumberFormat("en");
+// How near the end (in pixels) still counts as reading the latest.
+const NEAR_END = 120;
+// Entry times are brought up to date this often (they say minutes at the finest).
+const TIMES_EVERY_MS = 15000;
 
 function shortArguments(args) {
   const values = Object.values(args || {});
@@ -32,10 +39,68 @@ function prettyJson(value) {
   return text.length > MAX_SHOWN_JSON ? `${text.slice(0, MAX_SHOWN_JSON)}\n…` : text;
 }
 
+function icon(name) {
+  return h("span", { class: `icon icon-${name}`, "aria-hidden": "true" });
+}
+
+// Where a message interrupted mid-stream (by steering, a resumed marker, a notice) may be cut, so
+// that the part above and the part that goes on below each render as the Markdown they are part
+// of. Plain text is cut where it was. A line that opens a block which cannot go on in another
+// entry (a list item, a quote, a heading, a table row, an indented continuation, a bare marker
+// that could turn the line above into a heading) or that holds an open code span, emphasis or
+// link moves below whole; an open code block or a table moves below from its first line.
+const BLOCK_LINE = /^(\s|[-*+#>|=_~`]|\d)/;
+
+function openFenceStart(complete) {
+  let open = null;
+  let at = 0;
+  for (const line of complete.split("\n")) {
+    const fence = /^ {0,3}(`{3,}|~{3,})/.exec(line);
+    if (fence) {
+      const marker = fence[1];
+      if (!open) open = { at, char: marker[0], size: marker.length };
+      else if (marker[0] === open.char && marker.length >= open.size && /^ {0,3}[`~]+\s*$/.test(line)) open = null;
+    }
+    at += line.length + 1;
+  }
+  return open ? open.at : null;
+}
+
+function tableStart(text, lineStart) {
+  let start = lineStart;
+  while (start > 0) {
+    const previous = text.lastIndexOf("\n", start - 2) + 1;
+    if (!/^\s*\|/.test(text.slice(previous, start - 1))) break;
+    start = previous;
+  }
+  return start;
+}
+
+function unbalanced(line) {
+  const count = (pattern) => (line.match(pattern) || []).length;
+  return count(/`/g) % 2 === 1 || count(/\*\*/g) % 2 === 1 || /\[[^\]]*$|\]\([^)]*$/.test(line);
+}
+
+export function safeCut(text) {
+  const lineStart = text.lastIndexOf("\n") + 1;
+  const fence = openFenceStart(text.slice(0, lineStart));
+  if (fence !== null) return fence;
+  const line = text.slice(lineStart);
+  if (line === "") return text.length;
+  if (/^\s*\|/.test(line)) return tableStart(text, lineStart);
+  if (BLOCK_LINE.test(line) || unbalanced(line)) return lineStart;
+  return text.length;
+}
+
 export class Transcript {
   // terminalTypes: the events that end a turn; endedStatuses: the statuses of an ended turn
-  // (both from the page config, so the page never keeps its own copy).
-  constructor(root, { me, role, canAct, terminalTypes, endedStatuses, onTurnChange }) {
+  // (both from the page config, so the page never keeps its own copy). onQuestionsChange: a
+  // question was asked or settled; onUnseen(count): entries arrived while the reader was
+  // further up (0 once they are seen); afterReply(card): this person's answer settled a question.
+  constructor(
+    root,
+    { me, role, canAct, terminalTypes, endedStatuses, onTurnChange, onQuestionsChange, onUnseen, afterReply },
+  ) {
     this.root = root;
     this.me = me;
     this.role = role;
@@ -43,6 +108,9 @@ export class Transcript {
     this.terminalTypes = new Set(terminalTypes);
     this.endedStatuses = new Set(endedStatuses);
     this.onTurnChange = onTurnChange;
+    this.onQuestionsChange = onQuestionsChange || (() => {});
+    this.onUnseen = onUnseen || (() => {});
+    this.afterReply = afterReply || null;
     this.turns = new Map();
     this.questions = new Map();
     this.dirty = new Set();
@@ -50,6 +118,19 @@ export class Transcript {
     this.active = null;
     // False while the page replays history; see goLive.
     this.live = false;
+    // The day of the last entry placed (a separator goes before the first entry of a new day).
+    this.lastDay = null;
+    // Entries placed since the last frame, and those the reader has not scrolled down to yet.
+    this.added = 0;
+    this.unseen = 0;
+    this.timesAt = 0;
+    window.addEventListener(
+      "scroll",
+      () => {
+        if (this.unseen && this.nearBottom()) this.setUnseen(0);
+      },
+      { passive: true },
+    );
   }
 
   // The page has caught up with what was stored: from now on questions load what they need
@@ -68,49 +149,37 @@ export class Transcript {
         this.started(turn, event);
         break;
       case "message.delta":
-        this.openMessage(turn).streamed += data.text;
+        this.openMessage(turn, event.ts).streamed += data.text;
         this.markDirty(turn.message);
         break;
       case "message.completed":
-        this.completeMessage(turn, data.text);
+        this.completeMessage(turn, data.text, event.ts);
         break;
       case "tool.started":
-        this.toolStarted(turn, data);
+        this.toolStarted(turn, data, event.ts);
         break;
       case "tool.completed":
-        this.toolCompleted(turn, data);
+        this.toolCompleted(turn, data, event.ts);
         break;
       case "selection.requested":
-        this.asked(turn, data);
+        this.asked(turn, data, event.ts);
         break;
       case "selection.resolved":
         this.questions.get(data.selection)?.resolve(data);
         this.setStatus(turn, "running");
         break;
+      case "selection.reminded":
+      case "selection.escalated":
+        this.calledOn(event);
+        break;
       case "turn.steered":
-        this.interruptMessage(turn);
-        turn.body.append(
-          h(
-            "div",
-            { class: "entry entry-steer" },
-            h(
-              "header",
-              { class: "entry-header" },
-              h("span", { class: "who" }, personName(data.by)),
-              h("span", { class: "tag tag-steer" }, "steered the turn"),
-              h("time", { datetime: event.ts }, formatTime(event.ts)),
-            ),
-            h("div", { class: "entry-text" }, data.input),
-          ),
-        );
+        this.interrupt(turn, this.steered(event), event.ts);
         break;
       case "turn.resumed":
-        this.interruptMessage(turn);
-        this.resumed(turn, event);
+        this.interrupt(turn, this.resumed(event), event.ts);
         break;
       case "turn.notice":
-        this.interruptMessage(turn);
-        this.notice(turn, event);
+        this.interrupt(turn, this.notice(event), event.ts);
         break;
       default:
         if (this.terminalTypes.has(event.type)) this.ended(turn, event);
@@ -121,19 +190,21 @@ export class Transcript {
     let turn = this.turns.get(event.turn);
     if (!turn) {
       const body = h("div", { class: "turn-body" });
-      const end = h("footer", { class: "turn-end", hidden: true });
-      const element = h("article", { class: "turn", dataset: { turn: event.turn } }, body, end);
+      const end = h("p", { class: "turn-end" });
+      const endRow = h("footer", { class: "turn-end-row", hidden: true }, end);
+      const element = h("article", { class: "turn", dataset: { turn: event.turn } }, body, endRow);
       turn = {
         id: event.turn,
         element,
         body,
         end,
+        endRow,
         status: null,
         // How it ended, in words (without its tokens), once it has.
         ending: "",
         message: null,
-        // Text of the agent's current message already shown before a steering entry, a
-        // resumed marker or a notice.
+        // Text of the agent's current message already placed in entries above (before a
+        // steering entry, a resumed marker or a notice).
         carried: 0,
         tools: new Map(),
       };
@@ -144,42 +215,58 @@ export class Transcript {
     return turn;
   }
 
+  // A new entry, placed: a day separator before it if its day is not the last entry's, and
+  // counted for a reader who is further up. `anchor` is where a separator would go (the turn
+  // itself for its first entry, so that days separate turns rather than sit inside them).
+  placed(element, ts, anchor = element) {
+    const key = dayKey(ts);
+    if (key && key !== this.lastDay) {
+      this.lastDay = key;
+      anchor.before(
+        h("h2", { class: "day-separator" }, h("time", { class: "day-label", datetime: key }, dayLabel(key))),
+      );
+    }
+    this.added += 1;
+  }
+
   started(turn, event) {
     const { input, started_by: by, interactive } = event.data;
-    turn.body.before(
+    const entry = h(
+      "div",
+      { class: "entry entry-input" },
       h(
-        "div",
-        { class: "entry entry-input" },
-        h(
-          "header",
-          { class: "entry-header" },
-          h("span", { class: "who" }, personName(by)),
-          h("time", { datetime: event.ts }, formatTime(event.ts)),
-          interactive === false ? h("span", { class: "tag" }, "not interactive") : null,
-        ),
-        h("div", { class: "entry-text" }, input),
+        "header",
+        { class: "entry-header" },
+        h("span", { class: "who" }, personName(by)),
+        timeElement(event.ts),
+        interactive === false ? h("span", { class: "tag" }, "not interactive") : null,
       ),
+      h("div", { class: "entry-text" }, input),
     );
+    turn.body.before(entry);
+    this.placed(entry, event.ts, turn.element.firstElementChild === entry ? turn.element : entry);
     this.setStatus(turn, "running");
   }
 
-  openMessage(turn) {
+  openMessage(turn, ts) {
     if (!turn.message) {
       const content = h("div", { class: "markdown" });
+      // Hidden until it has something to show: a message of blank lines is no message.
       const element = h(
         "div",
-        { class: "entry entry-agent streaming" },
-        h("header", { class: "entry-header" }, h("span", { class: "who who-agent" }, "Agent")),
+        { class: "entry entry-agent streaming", hidden: true },
+        h("header", { class: "entry-header" }, h("span", { class: "who who-agent" }, "Agent"), timeElement(ts)),
         content,
       );
       turn.body.append(element);
+      this.placed(element, ts);
       turn.message = { element, content, streamed: "", text: null, offset: turn.carried };
     }
     return turn.message;
   }
 
-  completeMessage(turn, text) {
-    const message = this.openMessage(turn);
+  completeMessage(turn, text, ts) {
+    const message = this.openMessage(turn, ts);
     const own = text.slice(message.offset);
     if (message.streamed !== own && message.streamed !== "") {
       // Never expected: every delta is applied once, in order. Say so, and show the whole text.
@@ -188,23 +275,30 @@ export class Transcript {
       });
     }
     turn.carried = 0;
-    if (own === "" && message.streamed === "") {
-      // All of it was shown before a steering entry or a resumed marker.
-      message.element.remove();
-      turn.message = null;
-      return;
-    }
     message.text = own;
     this.closeMessage(turn);
   }
 
-  // Steering, the turn being resumed elsewhere, or a notice can come while the agent is
-  // mid-message: what was streamed stays above, and the message goes on below in a new entry
-  // that shows only what follows (its offset; message.completed carries the whole text, see
-  // completeMessage).
-  interruptMessage(turn) {
-    if (turn.message) turn.carried += turn.message.streamed.length;
-    this.closeMessage(turn);
+  // Steering, the turn being resumed elsewhere, or a notice (`element`) can come while the
+  // agent is mid-message: the message stops above it and goes on below it in a new entry that
+  // shows only what follows (its offset; message.completed carries the whole text, see
+  // completeMessage). Where it is cut, see safeCut.
+  interrupt(turn, element, ts) {
+    const message = turn.message;
+    let rest = "";
+    if (message) {
+      const cut = safeCut(message.streamed);
+      rest = message.streamed.slice(cut);
+      message.streamed = message.streamed.slice(0, cut);
+      turn.carried += cut;
+      this.closeMessage(turn);
+    }
+    turn.body.append(element);
+    this.placed(element, ts);
+    if (rest) {
+      this.openMessage(turn, ts).streamed = rest;
+      this.markDirty(turn.message);
+    }
   }
 
   closeMessage(turn) {
@@ -212,6 +306,11 @@ export class Transcript {
     if (!message) return;
     turn.message = null;
     message.element.classList.remove("streaming");
+    if (!(message.text ?? message.streamed).trim()) {
+      message.element.remove();
+      this.dirty.delete(message);
+      return;
+    }
     this.markDirty(message);
   }
 
@@ -221,7 +320,8 @@ export class Transcript {
   }
 
   // Changes are shown once per frame, however fast the events come: Markdown is rendered then,
-  // and the page follows the end of the transcript if the reader was at the end before.
+  // and the page follows the end of the transcript if the reader was at the end before;
+  // otherwise what arrived is counted for them (onUnseen).
   scheduleRender() {
     if (this.frame === null) {
       this.follow = this.nearBottom();
@@ -232,15 +332,24 @@ export class Transcript {
   render() {
     this.frame = null;
     for (const message of this.dirty) {
-      message.content.innerHTML = renderMarkdown(message.text ?? message.streamed);
+      const text = message.text ?? message.streamed;
+      message.element.hidden = !text.trim();
+      message.content.innerHTML = renderMarkdown(text);
     }
     this.dirty.clear();
-    if (this.follow) this.scrollToEnd();
+    const added = this.added;
+    this.added = 0;
+    if (this.follow) {
+      this.scrollToEnd();
+      if (this.unseen) this.setUnseen(0);
+    } else if (added && this.live) {
+      this.setUnseen(this.unseen + added);
+    }
   }
 
   nearBottom() {
     const page = document.scrollingElement;
-    return page.scrollTop + window.innerHeight >= page.scrollHeight - 120;
+    return page.scrollTop + window.innerHeight >= page.scrollHeight - NEAR_END;
   }
 
   scrollToEnd() {
@@ -248,7 +357,19 @@ export class Transcript {
     page.scrollTop = page.scrollHeight;
   }
 
-  toolStarted(turn, data) {
+  // Go to the latest (the person sent something, or asked to), and keep following it.
+  jumpToEnd() {
+    this.follow = true;
+    this.scrollToEnd();
+    this.setUnseen(0);
+  }
+
+  setUnseen(count) {
+    this.unseen = count;
+    this.onUnseen(count);
+  }
+
+  toolStarted(turn, data, ts) {
     this.closeMessage(turn);
     const state = h("span", { class: "tool-state" }, "running…");
     const detail = h(
@@ -267,17 +388,19 @@ export class Transcript {
         h("span", { class: "tool-name" }, data.name),
         args ? h("code", { class: "tool-args" }, args) : null,
         state,
+        timeElement(ts),
       ),
       detail,
     );
     turn.body.append(element);
+    this.placed(element, ts);
     turn.tools.set(data.id, { element, state, detail });
   }
 
-  toolCompleted(turn, data) {
+  toolCompleted(turn, data, ts) {
     let tool = turn.tools.get(data.id);
     if (!tool) {
-      this.toolStarted(turn, { id: data.id, name: data.name, arguments: {} });
+      this.toolStarted(turn, { id: data.id, name: data.name, arguments: {} }, ts);
       tool = turn.tools.get(data.id);
     }
     const failed = "error" in data;
@@ -289,52 +412,103 @@ export class Transcript {
     );
   }
 
-  asked(turn, selection) {
+  asked(turn, selection, ts) {
     this.closeMessage(turn);
-    const card = new QuestionCard(selection, { me: this.me, role: this.role, canAct: this.canAct });
+    const card = new QuestionCard(selection, {
+      me: this.me,
+      role: this.role,
+      canAct: this.canAct,
+      askedAt: ts,
+      afterReply: this.afterReply,
+      onResolve: () => this.onQuestionsChange(),
+    });
     this.questions.set(selection.id, card);
     turn.body.append(card.element);
+    this.placed(card.element, ts);
     if (this.live) card.activate();
     this.setStatus(turn, "awaiting_input");
+    this.onQuestionsChange();
+  }
+
+  // The latest question still waiting that this person may answer, if any.
+  latestAnswerable() {
+    let latest = null;
+    for (const card of this.questions.values()) {
+      if (card.status === "pending" && card.canAnswer) latest = card;
+    }
+    return latest;
+  }
+
+  steered(event) {
+    const data = event.data || {};
+    return h(
+      "div",
+      { class: "entry entry-steer" },
+      h(
+        "header",
+        { class: "entry-header" },
+        h("span", { class: "who" }, personName(data.by)),
+        h("span", { class: "tag tag-steer" }, "steered the turn"),
+        timeElement(event.ts),
+      ),
+      h("div", { class: "entry-text" }, data.input),
+    );
   }
 
   // A small marker where another process took the turn over and went on from its journal:
   // nothing said before is repeated, so it only says why there was a seam. The processes are
   // for whoever debugs it, in the tooltip.
-  resumed(turn, event) {
+  resumed(event) {
     const { reason, process, previous } = event.data || {};
     const by = process ? `Taken over by ${process}${previous ? ` from ${previous}` : ""}` : null;
-    turn.body.append(
-      h(
-        "p",
-        { class: "entry-resumed", dataset: { reason: reason || "" }, title: by },
-        h("span", { class: "entry-resumed-icon", "aria-hidden": "true" }, "↻"),
-        h("span", {}, RESUMED_WORDS[reason] || "Resumed"),
-        h("time", { datetime: event.ts }, formatTime(event.ts)),
-      ),
+    return h(
+      "p",
+      { class: "entry-resumed", dataset: { reason: reason || "" }, title: by },
+      icon("retry"),
+      h("span", {}, RESUMED_WORDS[reason] || "Resumed"),
+      timeElement(event.ts),
     );
   }
 
   // What the agent lets people know while it works (a retry, a limit reached), as a quiet line
   // where it happened, like the resumed marker; a status, so a screen reader says it too.
-  notice(turn, event) {
-    const { kind, text } = event.data || {};
-    turn.body.append(
+  // A question still waiting called on its people (a reminder) or on the owners (escalated):
+  // said on its card, which is where people look for it.
+  calledOn(event) {
+    const { selection, to } = event.data || {};
+    const card = this.questions.get(selection);
+    if (!card) return;
+    const people = Array.isArray(to) ? to : [];
+    const names = people.length > 3 ? `${people.length} people` : people.map(personName).join(", ");
+    const reminded = event.type === "selection.reminded";
+    card.element.dataset[reminded ? "reminded" : "escalated"] = "true";
+    card.element.querySelector(".question-header")?.append(
       h(
-        "p",
-        { class: "entry-notice", role: "status", dataset: { kind: kind || "" } },
-        h("span", { class: "entry-notice-icon", "aria-hidden": "true" }, NOTICE_ICONS[kind] || "i"),
-        h("span", { class: "entry-notice-text" }, text || ""),
-        h("time", { datetime: event.ts }, formatTime(event.ts)),
+        "span",
+        { class: `tag ${reminded ? "tag-reminded" : "tag-escalated"}`, title: event.ts },
+        reminded ? `Reminded ${names}` : `Escalated to ${names}`,
       ),
+    );
+  }
+
+  notice(event) {
+    const { kind, text } = event.data || {};
+    return h(
+      "p",
+      { class: "entry-notice", role: "status", dataset: { kind: kind || "" } },
+      icon(NOTICE_ICONS[kind] || "info"),
+      h("span", { class: "entry-notice-text" }, text || ""),
+      timeElement(event.ts),
     );
   }
 
   ended(turn, event) {
     this.closeMessage(turn);
     const data = event.data || {};
+    // A turn that said and did nothing did complete, but has nothing to show for it.
+    const quiet = !turn.body.querySelector(".entry-agent, .tool, .question");
     const words = {
-      "turn.completed": ["completed", "Completed"],
+      "turn.completed": ["completed", quiet ? "Completed with no reply" : "Completed"],
       "turn.failed": ["failed", `Failed: ${data.error || "unknown error"}`],
       "turn.cancelled": ["cancelled", data.by ? `Stopped by ${personName(data.by)}` : "Stopped"],
     };
@@ -343,9 +517,12 @@ export class Transcript {
     turn.end.textContent = text;
     const tokens = this.tokens(data.usage);
     if (tokens) turn.end.append(tokens);
-    turn.end.hidden = false;
     turn.end.dataset.status = status;
+    if (quiet && status === "completed") turn.end.dataset.quiet = "true";
     if (status === "failed" && this.live) turn.end.setAttribute("role", "alert");
+    turn.endRow.append(timeElement(event.ts));
+    turn.endRow.hidden = false;
+    this.placed(turn.endRow, event.ts);
     this.setStatus(turn, status);
   }
 
@@ -376,8 +553,12 @@ export class Transcript {
     );
   }
 
-  // Every second: the questions' countdowns.
+  // Every second: the questions' countdowns; now and then, the entries' times and days.
   tick(now) {
     for (const card of this.questions.values()) card.tick(now);
+    if (now - this.timesAt >= TIMES_EVERY_MS) {
+      this.timesAt = now;
+      refreshTimes(this.root, now);
+    }
   }
 }
