@@ -51,6 +51,14 @@ def mcp_stage():
     return outside
 
 
+def history_stage():
+    """bench/history.py, a long conversation opened in Chromium (imported as cluster_stage is)."""
+    cluster_stage()
+    from bench import history
+
+    return history
+
+
 def durable_stage():
     """bench/durable.py, the durable-turns stage (imported as cluster_stage is)."""
     cluster_stage()
@@ -571,6 +579,15 @@ async def main(quick: bool) -> dict:
             prepare_parley=prepare_parley,
             percentile=percentile,
         )
+    print("A long conversation opened in Chromium …", flush=True)
+    async with asyncio.timeout(1200):
+        results["history"] = await history_stage().run(
+            scratch / "history",
+            quick,
+            Daphne=Daphne,
+            prepare_parley=prepare_parley,
+            percentile=percentile,
+        )
     print("Across two processes: PostgreSQL, Redis, Parley A and B …", flush=True)
     async with asyncio.timeout(1200):
         results["cluster"] = await cluster_stage().run(quick, rounds)
@@ -665,6 +682,8 @@ def report(results: dict) -> str:
         lines += ["", *durable_stage().report(results["durable"], k, q)]
     if "mcp" in results:
         lines += ["", *mcp_stage().report(results["mcp"])]
+    if "history" in results:
+        lines += ["", *history_stage().report(results["history"])]
     if "cluster" in results:
         lines += ["", *cluster_stage().report(results["cluster"])]
     return "\n".join(lines)

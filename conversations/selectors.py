@@ -121,11 +121,18 @@ def history_page(
     if before_turn is not None:
         earlier = earlier.filter(created_at__lt=before_turn.created_at)
     candidates = list(
-        earlier.order_by("-created_at", "-pk").values_list("pk", "status")[: turns + 1]
+        earlier.order_by("-created_at", "-pk").values_list("pk", flat=True)[: turns + 1]
     )
     if not candidates:
         return HistoryPage([], latest_seq, None, False)
-    ended = {pk for pk, status in candidates if status in Turn.ENDED_STATUSES}
+    # Ended as the stored events tell it: their terminal event is in, so is every message's end.
+    ended = set(
+        TurnEvent.objects.filter(
+            turn_id__in=candidates,
+            type__in=TurnEvent.TERMINAL_TYPES,
+            seq__lte=latest_seq,
+        ).values_list("turn_id", flat=True)
+    )
     split = set(
         TurnEvent.objects.filter(turn_id__in=ended, type__in=_MESSAGE_SPLITTERS).values_list(
             "turn_id", flat=True
@@ -133,14 +140,14 @@ def history_page(
     )
     compact = ended - split
     shown = (
-        TurnEvent.objects.filter(turn_id__in=[pk for pk, _ in candidates], seq__lte=latest_seq)
+        TurnEvent.objects.filter(turn_id__in=candidates, seq__lte=latest_seq)
         .exclude(type=TurnEvent.Type.MESSAGE_DELTA, turn_id__in=compact)
         .values("turn_id")
         .annotate(count=Count("pk"))
     )
     sizes = {row["turn_id"]: row["count"] for row in shown}
     ids, total = [], 0
-    for pk, _ in candidates[:turns]:
+    for pk in candidates[:turns]:
         if ids and total + sizes.get(pk, 0) > events:
             break
         ids.append(pk)

@@ -507,4 +507,66 @@ new ResizeObserver(() => {
 setInterval(() => transcript.tick(Date.now()), 1000);
 // A handle for people debugging a connection in the console (and for the browser tests).
 window.parleyStream = stream;
-stream.start();
+
+// History, the latest part first. ------------------------------------------------------------
+// The page shows the latest turns at once (whole, from the history endpoint), follows live from
+// there, and reads earlier turns as the person scrolls up (or presses "Show earlier messages").
+
+const HISTORY = "turns=20&events=600";
+const earlier = document.getElementById("transcript-earlier");
+const earlierButton = document.getElementById("load-earlier");
+let earliestTurn = null;
+let loadingEarlier = false;
+
+function showEarlier(hasEarlier, firstTurn) {
+  earliestTurn = firstTurn;
+  earlier.hidden = !hasEarlier;
+}
+
+async function loadLatest() {
+  try {
+    const page = await api(`/conversations/${encodeURIComponent(conversationId)}/history/?${HISTORY}`);
+    for (const event of page.events) transcript.apply(event);
+    stream.lastSeq = page.latest_seq;
+    markProgress();
+    showEarlier(page.has_earlier, page.first_turn);
+  } catch (error) {
+    if (!(error instanceof ApiError)) throw error;
+    // The socket replays the whole conversation instead.
+  }
+  stream.start();
+}
+
+async function loadEarlier() {
+  if (loadingEarlier || earlier.hidden || !earliestTurn) return;
+  loadingEarlier = true;
+  earlierButton.disabled = true;
+  earlierButton.textContent = "Loading earlier messages…";
+  try {
+    const before = encodeURIComponent(earliestTurn);
+    const page = await api(
+      `/conversations/${encodeURIComponent(conversationId)}/history/?${HISTORY}&before_turn=${before}`,
+    );
+    transcript.prependEarlier(page.events);
+    // The control leaving (nothing earlier) must not move what the reader looks at either.
+    const scroller = document.scrollingElement;
+    const height = scroller.scrollHeight;
+    showEarlier(page.has_earlier, page.first_turn);
+    scroller.scrollTop += scroller.scrollHeight - height;
+  } catch (error) {
+    if (!(error instanceof ApiError)) throw error;
+  } finally {
+    loadingEarlier = false;
+    earlierButton.disabled = false;
+    earlierButton.textContent = "Show earlier messages";
+  }
+  // Still in view (the earlier part was short): go on.
+  if (!earlier.hidden && earlier.getBoundingClientRect().bottom > 0) loadEarlier();
+}
+
+earlierButton.addEventListener("click", loadEarlier);
+new IntersectionObserver((entries) => {
+  if (entries.some((entry) => entry.isIntersecting)) loadEarlier();
+}).observe(earlier);
+
+loadLatest();

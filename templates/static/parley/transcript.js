@@ -99,7 +99,18 @@ export class Transcript {
   // further up (0 once they are seen); afterReply(card): this person's answer settled a question.
   constructor(
     root,
-    { me, role, canAct, terminalTypes, endedStatuses, onTurnChange, onQuestionsChange, onUnseen, afterReply },
+    {
+      me,
+      role,
+      canAct,
+      terminalTypes,
+      endedStatuses,
+      onTurnChange,
+      onQuestionsChange,
+      onUnseen,
+      afterReply,
+      detached = false,
+    },
   ) {
     this.root = root;
     this.me = me;
@@ -124,6 +135,8 @@ export class Transcript {
     this.added = 0;
     this.unseen = 0;
     this.timesAt = 0;
+    // A transcript built apart (earlier turns, see prependEarlier) neither scrolls nor counts.
+    if (detached) return;
     window.addEventListener(
       "scroll",
       () => {
@@ -131,6 +144,41 @@ export class Transcript {
       },
       { passive: true },
     );
+  }
+
+  // Earlier turns (a history page: whole turns, all older than what is shown), built apart and
+  // put above, where the reader's place is kept: what they were looking at stays where it was.
+  prependEarlier(events) {
+    const older = new Transcript(h("div"), {
+      me: this.me,
+      role: this.role,
+      canAct: this.canAct,
+      terminalTypes: [...this.terminalTypes],
+      endedStatuses: [...this.endedStatuses],
+      onTurnChange() {},
+      detached: true,
+    });
+    for (const event of events) older.apply(event);
+    older.flush();
+    const page = document.scrollingElement;
+    const height = page.scrollHeight;
+    // What is shown began with its day's separator: not needed if the earlier part ends that day.
+    const first = this.root.firstElementChild;
+    if (first?.classList.contains("day-separator") && first.querySelector("time")?.getAttribute("datetime") === older.lastDay) {
+      first.remove();
+    }
+    this.root.prepend(...older.root.childNodes);
+    page.scrollTop += page.scrollHeight - height;
+    for (const [id, turn] of older.turns) this.turns.set(id, turn);
+    for (const [id, card] of older.questions) this.questions.set(id, card);
+    if (!this.lastDay) this.lastDay = older.lastDay;
+  }
+
+  // Render now what waits for the next frame, without following or counting (built apart).
+  flush() {
+    if (this.frame !== null) cancelAnimationFrame(this.frame);
+    this.follow = false;
+    this.render();
   }
 
   // The page has caught up with what was stored: from now on questions load what they need
