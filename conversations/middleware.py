@@ -1,6 +1,7 @@
 """The Content-Security-Policy every page is sent with: Parley's own scripts and styles only."""
 
 from django.core.exceptions import DisallowedHost
+from django.utils.deprecation import MiddlewareMixin
 
 
 def content_security_policy(host: str = "") -> str:
@@ -16,15 +17,12 @@ def content_security_policy(host: str = "") -> str:
     )
 
 
-class ContentSecurityPolicyMiddleware:
+class ContentSecurityPolicyMiddleware(MiddlewareMixin):
     """Sets the policy on every HTML response that has none of its own: Parley's pages, the
-    login and error pages, the admin and the API's documentation alike."""
+    login and error pages, the admin and the API's documentation alike. (A MiddlewareMixin, so
+    that it serves async views without a thread hop, as Django's own middleware does.)"""
 
-    def __init__(self, get_response):
-        self.get_response = get_response
-
-    def __call__(self, request):
-        response = self.get_response(request)
+    def process_response(self, request, response):
         content_type = response.get("Content-Type", "")
         if content_type.startswith("text/html") and "Content-Security-Policy" not in response:
             try:
