@@ -13,6 +13,7 @@ and details are always read from the database.
 import asyncio
 import logging
 
+from autobahn.exception import Disconnected
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
 from conversations.dbthreads import run_db
@@ -67,6 +68,14 @@ class PersonConsumer(AsyncJsonWebsocketConsumer):
             await self.channel_layer.group_discard(group, self.channel_name)
         if self.counting is not None:
             self.counting.cancel()
+
+    async def send_json(self, content, close=False):
+        """Send, unless the person has gone meanwhile (a tab closed or offline while its count
+        was read): then there is no one to tell, and disconnect() cleans up."""
+        try:
+            await super().send_json(content, close)
+        except Disconnected:
+            pass
 
     async def receive_json(self, content, **kwargs):
         await self.send_json(
