@@ -54,10 +54,11 @@ def answer_in_words(selection: Selection) -> str:
         return f"“{answer}”"
     if selection.kind == Selection.Kind.FORM:
         fields = selection.schema["properties"]
+        # By field name: the same on every database (PostgreSQL's jsonb keeps no key order).
         return "; ".join(
             f"{fields.get(name, {}).get('title') or name}: "
             + (("yes" if value else "no") if isinstance(value, bool) else str(value))
-            for name, value in answer.items()
+            for name, value in sorted(answer.items())
         )
     return str(answer)
 

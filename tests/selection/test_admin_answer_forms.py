@@ -214,8 +214,9 @@ CASES = [
             "public": False,  # its box left unticked
             "size": "l",
         },
-        "Question “Tell me about the release.” answered: Title: Launch; Owner: ana@example.com; "
-        "Site: https://example.com/launch; Day: 2026-12-01; At: 2026-….",  # cut at 100
+        # By field name (the same on every database), cut at 100.
+        "Question “Tell me about the release.” answered: At: 2026-12-01T09:30:00+00:00; "
+        "Budget: 1250.5; Day: 2026-12-01; Owner: ana@example.com; Public: no;….",
         id="form",
     ),
 ]
