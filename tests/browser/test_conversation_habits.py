@@ -79,7 +79,8 @@ def test_enter_in_the_composer_answers_a_text_question_or_steers_when_asked_to(
 ):
     page = browsing.conversation("alice", conversation.pk)
     send(page, "rename notes/ideas.md")
-    card = question(page)
+    # Pinned by its prompt: once answered, a confirm question follows it and becomes the last.
+    card = page.locator(".question", has_text="be called?")
     expect(card).to_contain_text("What should notes/ideas.md be called?")
     box = page.get_by_role("textbox", name="Answer the agent's question")
     expect(box).to_be_visible()
@@ -264,7 +265,8 @@ def test_focus_moves_on_after_dismiss_and_stop(browsing, conversation):
 def test_esc_stops_the_turn_but_not_from_inside_a_question(browsing, conversation):
     page = browsing.conversation("alice", conversation.pk)
     send(page, "rename notes/ideas.md")
-    card = question(page)
+    # Pinned by its prompt: once answered, a confirm question follows it and becomes the last.
+    card = page.locator(".question", has_text="be called?")
     stop = page.get_by_role("button", name="Stop")
     expect(stop).to_have_attribute("title", re.compile(r"\(Esc\)"))
     expect(stop).to_have_attribute("aria-keyshortcuts", "Escape")
