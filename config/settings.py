@@ -183,6 +183,8 @@ REST_FRAMEWORK = {
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "EXCEPTION_HANDLER": "conversations.shared.api_exception_handler",
+    # Every request body passes the decoding gate (conversations.decoding); the API is JSON only.
+    "DEFAULT_PARSER_CLASSES": ["conversations.decoding.GatedJSONParser"],
     "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.LimitOffsetPagination",
     "PAGE_SIZE": 50,
 }

@@ -13,6 +13,7 @@ from django.conf import settings
 from . import seams, services
 from .access import conversation_access
 from .dbthreads import run_db
+from .decoding import decode_json
 from .events import check_seq_within, parse_seq
 from .feed import ConversationFeed
 from .metrics import SOCKETS_OPEN
@@ -195,10 +196,7 @@ class ConversationConsumer(AsyncWebsocketConsumer):
         limit = settings.PARLEY_WS_MAX_FRAME_BYTES
         if len(text_data) > limit or len(text_data.encode()) > limit:
             raise ApplicationError("frame_too_large", f"Frames may be at most {limit} bytes.")
-        try:
-            frame = json.loads(text_data)
-        except ValueError:
-            raise ApplicationError("invalid_json", "The frame is not valid JSON.") from None
+        frame = decode_json(text_data, limit=limit, what="The frame")
         if not isinstance(frame, dict) or not isinstance(frame.get("type"), str):
             raise ApplicationError(
                 "invalid_frame", "A frame is a JSON object with a string 'type'."

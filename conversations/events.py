@@ -100,13 +100,18 @@ class FrameEncoder:
         return Frame(seq=seq, type=type, turn_id=turn_id, text=text)
 
 
+# The largest number every database stores in a bigint.
+MAX_SEQ = 2**63 - 1
+
+
 def parse_seq(value, name: str = "from_seq") -> int:
     """A non-negative whole number from a frame or a query string; ApplicationError otherwise."""
     if isinstance(value, bool):
         value = None
     if isinstance(value, str) and value.strip().isascii() and value.strip().isdigit():
-        value = int(value.strip())
-    if not isinstance(value, int) or value < 0:
+        # A seq fits in 19 digits; a longer string is refused before int() reads it all.
+        value = int(value.strip()) if len(value.strip()) <= 19 else -1
+    if not isinstance(value, int) or not 0 <= value <= MAX_SEQ:
         raise ApplicationError(_seq_code(name), f"{name} must be a whole number, 0 or more.")
     return value
 

@@ -12,7 +12,6 @@ from drf_spectacular.utils import inline_serializer
 from rest_framework import exceptions as drf_exceptions
 from rest_framework import serializers
 from rest_framework.response import Response
-from rest_framework.views import exception_handler
 
 # Errors --------------------------------------------------------------------------------------
 
@@ -76,6 +75,9 @@ _DRF_CODES = {
 
 def api_exception_handler(exc, context):
     """Render every API error as ``{"error": {"code": ..., "message": ...}}``."""
+    # Imported here: DRF's views read the parser setting, whose parser imports this module.
+    from rest_framework.views import exception_handler
+
     if isinstance(exc, ApplicationError):
         return Response({"error": exc.as_dict()}, status=exc.status)
     if isinstance(exc, Http404):

@@ -35,7 +35,12 @@ def error_of(response, status: int) -> dict:
 @pytest.mark.parametrize(
     "body, content_type, code, says",
     [
-        ("{not json", "application/json", "invalid_json", "JSON parse error"),
+        (
+            "{not json",
+            "application/json",
+            "invalid_json",
+            "The body is not valid JSON: Expecting property name",
+        ),
         ("[]", "application/json", "invalid", "Expected a dictionary"),
         ("{}", "application/json", "invalid", "input: This field is required."),
         ('{"input": "   "}', "application/json", "invalid", "input: This field may not be blank."),
