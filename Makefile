@@ -7,7 +7,7 @@ PORT ?= 8000
 # The browser tests drive Debian's Chromium through Playwright: nothing is downloaded at test time.
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: run test bench lint format clean chromium services cluster
+.PHONY: run test bench fuzz soak lint format clean chromium services cluster
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -55,6 +55,14 @@ cluster: $(VENV)/.installed services
 
 bench: $(VENV)/.installed-dev services
 	$(BIN)/python bench/run.py
+
+# The fuzzers of `make test`, twenty times longer (a new seed with PARLEY_FUZZ_SEED=n).
+fuzz: $(VENV)/.installed-dev services
+	PARLEY_FUZZ_SCALE=$${PARLEY_FUZZ_SCALE:-20} $(BIN)/pytest tests/fuzz
+
+# Minutes of sockets reconnecting at random while turns stream, ask and get answered.
+soak: $(VENV)/.installed-dev services
+	$(BIN)/python bench/soak.py
 
 lint: $(VENV)/.installed-dev
 	$(BIN)/ruff check .

@@ -1,0 +1,23 @@
+"""What the fuzzers share: a fixed seed and a bounded budget in `make test`, scaled up by
+`make fuzz` (PARLEY_FUZZ_SCALE=20) to run the same fuzzers longer."""
+
+import os
+
+from hypothesis import HealthCheck, settings
+
+SCALE = max(1, int(os.environ.get("PARLEY_FUZZ_SCALE", "1")))
+# The seed every fuzzer starts from (`make fuzz` may set another to explore further).
+SEED = int(os.environ.get("PARLEY_FUZZ_SEED", "20261124"))
+
+
+def budget(examples: int) -> settings:
+    """Hypothesis settings for a fuzzer of ``examples`` cases (times the scale), derandomized
+    by the fixed seed, with no deadline: these cases cross real sockets on a shared machine."""
+    return settings(
+        max_examples=examples * SCALE,
+        deadline=None,
+        database=None,
+        derandomize=os.environ.get("PARLEY_FUZZ_SEED") is None,
+        suppress_health_check=list(HealthCheck),
+        print_blob=True,
+    )
