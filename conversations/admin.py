@@ -219,6 +219,7 @@ class TurnAdmin(admin.ModelAdmin):
         "confirm_writes",
         "status",
         "error",
+        "failure_detail",
         "tokens_used",
         "cancel_requested_at",
         "cancelled_by",

@@ -139,7 +139,10 @@ class Turn(models.Model):
     # Whether its agent asks before it writes or renames a file (started with false: it does not).
     confirm_writes = models.BooleanField(default=True)
     status = models.CharField(max_length=20, choices=Status.choices, default=Status.QUEUED)
+    # What its watchers were told of a failure (a short reason), and what only admins see:
+    # the exception and its traceback (see conversations.runtime.failures).
     error = models.TextField(blank=True)
+    failure_detail = models.TextField(blank=True)
     cancel_requested_at = models.DateTimeField(null=True, blank=True)
     cancelled_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"

@@ -499,6 +499,7 @@ def turn_finish(
     turn_id: str,
     status: str,
     error: str = "",
+    detail: str = "",
     process: str | None = None,
     usage: dict | None = None,
 ) -> list[Frame]:
@@ -509,7 +510,8 @@ def turn_finish(
     nobody holds).
     Returns the frames written (none when another writer ended the turn first), so every turn
     gets exactly one of turn.completed, turn.failed and turn.cancelled. ``usage`` (the tokens
-    its model used) goes into the terminal event's data.
+    its model used) goes into the terminal event's data. A failure's ``error`` is the short
+    reason every watcher sees; its ``detail`` is kept on the turn for admins only.
     """
     if status not in Turn.TERMINAL_EVENT_OF_STATUS:
         raise ValueError(f"{status!r} is not a terminal status")
@@ -524,8 +526,9 @@ def turn_finish(
                 return []
         turn.status = status
         turn.error = error
+        turn.failure_detail = detail
         turn.ended_at = now
-        turn.save(update_fields=["status", "error", "ended_at"])
+        turn.save(update_fields=["status", "error", "failure_detail", "ended_at"])
         # Every question the turn asked gets its selection.resolved before the turn ends.
         frames = seams.questions.get().close_for_turn(turn=turn)
         if status == Turn.Status.FAILED:

@@ -16,6 +16,11 @@ from rest_framework.response import Response
 # Errors --------------------------------------------------------------------------------------
 
 
+class SaidToPeople(Exception):
+    """An exception whose message is written for people: a failure it causes is shown to
+    watchers as it is (see conversations.runtime.failures), where any other is summed up."""
+
+
 class ApplicationError(Exception):
     """A request the domain refuses: a stable code, a message for people, an HTTP status."""
 

@@ -18,6 +18,20 @@ class BrokenAgent(Agent):
             raise RuntimeError("the agent broke on purpose")
 
 
+class DatabaseBrokenAgent(Agent):
+    """Fails on the database mid-turn: its watchers get a short reason, never the SQL."""
+
+    async def run(self, ctx):
+        from django.db import connection
+
+        def query():
+            with connection.cursor() as cursor:
+                cursor.execute("SELECT secret_column FROM parley_no_such_table")
+
+        await ctx.say("Looking, ")
+        await asyncio.to_thread(query)
+
+
 class ScriptedAgent(Agent):
     """Follows the script its input holds, as JSON: a list of steps.
 

@@ -18,6 +18,7 @@ os.environ.setdefault("PARLEY_FILES_ROOT", str(SCRATCH / "files"))
 os.environ.setdefault(
     "PARLEY_AGENTS",
     '{"flood": "conversations.agents.flood.FloodAgent", "broken": "tests.agents.BrokenAgent",'
+    ' "broken-db": "tests.agents.DatabaseBrokenAgent",'
     ' "scripted": "tests.agents.ScriptedAgent"}',
 )
 os.environ.setdefault("PARLEY_BUILTIN_PACE_MS", "1")

@@ -16,10 +16,10 @@ its process stops (see conversations.runtime.journal for what it must not do).
 from django.conf import settings
 from django.utils.module_loading import import_string
 
-from ..shared import ApplicationError
+from ..shared import ApplicationError, SaidToPeople
 
 
-class AgentError(Exception):
+class AgentError(SaidToPeople):
     """Raised by an agent to fail its turn with a message meant for people, shown as it is."""
 
 

@@ -9,6 +9,7 @@ from django.conf import settings
 from jsonschema import Draft202012Validator
 
 from ..files import MAX_TEXT_BYTES, UnsafePath, list_folder, relative_path, resolve_inside
+from ..shared import SaidToPeople
 
 # Most entries a listing returns, matches a search returns, and characters a write may hold.
 MAX_LISTED = 200
@@ -172,7 +173,7 @@ def argument_errors(name: str, arguments) -> str | None:
     return "Invalid arguments: " + "; ".join(f"{where(e)}: {e.message}" for e in errors[:5])
 
 
-class ToolFailed(Exception):
+class ToolFailed(SaidToPeople):
     """A tool could not do what it was asked; the message goes back to the model."""
 
 

@@ -14,13 +14,15 @@ from .. import seams, selectors
 from ..dbthreads import run_db
 from ..events import EventType
 from ..models import Turn
+from ..shared import SaidToPeople
+from . import failures
 from .journal import Journal, JournalMismatch, Replay, Step, digest
 from .writer import EventWriter
 
 logger = logging.getLogger(__name__)
 
 
-class ToolError(Exception):
+class ToolError(SaidToPeople):
     """A tool run with ``ctx.call_tool`` raised: its message is what was recorded (and what a
     resumed turn raises again in its place)."""
 
@@ -64,7 +66,7 @@ class ToolCall:
             self._ctx._tool_interrupted(self.id, self.name)
             return False
         else:
-            outcome = {"error": str(exc) or exc_type.__name__}
+            outcome = {"error": failures.told(exc, f"Tool {self.name}")}
         await self._ctx._tool_completed(self.id, self.name, self.arguments, self._said, outcome)
         return False
 
@@ -289,7 +291,7 @@ class TurnContext:
             self._tool_interrupted(call_id, name)
             raise
         except Exception as exc:
-            error = str(exc) or type(exc).__name__
+            error = failures.told(exc, f"Tool {name}")
             await self._tool_completed(call_id, name, arguments, said, {"error": error})
             raise ToolError(error) from exc
         await self._tool_completed(call_id, name, arguments, said, {"result": result})

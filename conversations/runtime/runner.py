@@ -15,13 +15,14 @@ import logging
 from django.conf import settings
 
 from .. import seams, selectors, services
-from ..agents import AgentError, load_agent
+from ..agents import load_agent
 from ..dbthreads import run_db, run_db_retrying
 from ..events import EventType
 from ..metrics import TURNS_RESUMED, TURNS_RUNNING, WAKEUPS_RECOVERED
 from ..models import Turn
 from ..process import process_id, server_loop
 from ..shared import ApplicationError
+from . import failures
 from .context import TurnContext
 from .inbox import Inboxes
 from .journal import Journal
@@ -247,7 +248,7 @@ class TurnRunner:
             running.lost = True
         except Exception as exc:
             logger.exception("Turn %s broke down", running.turn_id)
-            outcome = (Turn.Status.FAILED, _describe(exc))
+            outcome = (Turn.Status.FAILED, failures.reason(exc), failures.detail(exc))
         finally:
             writer.abandon()
             if not running.lost:
@@ -295,7 +296,12 @@ class TurnRunner:
             logger.warning("Could not hand turn %s back; its lease will", running.turn_id)
 
     async def _finish(
-        self, running: RunningTurn, status: str, error: str, usage: dict | None = None
+        self,
+        running: RunningTurn,
+        status: str,
+        error: str,
+        detail: str = "",
+        usage: dict | None = None,
     ) -> None:
         """Write the turn's one terminal event, unless this process no longer owns the turn."""
         try:
@@ -304,6 +310,7 @@ class TurnRunner:
                 turn_id=running.turn_id,
                 status=status,
                 error=error,
+                detail=detail,
                 process=process_id(),
                 usage=usage,
             )
@@ -312,7 +319,7 @@ class TurnRunner:
         except Exception:
             logger.exception("Could not end turn %s; its lease will", running.turn_id)
 
-    async def _drive(self, running: RunningTurn, agent) -> tuple[str, str]:
+    async def _drive(self, running: RunningTurn, agent) -> tuple[str, ...]:
         """Run the agent in a task of its own, so that Stop can cancel it and nothing else."""
         if running.leaving:
             raise services.TurnReleased(running.turn_id)
@@ -332,14 +339,8 @@ class TurnRunner:
             )
         if exc:
             logger.warning("Agent of turn %s raised", running.turn_id, exc_info=exc)
-            return Turn.Status.FAILED, _describe(exc)
+            return Turn.Status.FAILED, failures.reason(exc), failures.detail(exc)
         return Turn.Status.COMPLETED, ""
-
-
-def _describe(exc: BaseException) -> str:
-    if isinstance(exc, AgentError):
-        return str(exc)
-    return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
 
 
 turn_runner = TurnRunner()

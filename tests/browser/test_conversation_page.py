@@ -372,7 +372,9 @@ def test_a_failed_turn_shows_its_error(browsing, people):
     page = browsing.conversation("bob", broken.pk)
     send(page, "go")
     ending = page.locator(".turn-end")
-    expect(ending).to_have_text("Failed: RuntimeError: the agent broke on purpose")
+    expect(ending).to_have_text(
+        "Failed: Something went wrong inside Parley; an admin can see the details."
+    )
     expect(ending).to_have_attribute("role", "alert")
     expect(page.locator("details.tool")).to_have_attribute("data-state", "failed")
     expect(page.locator(".entry-agent .markdown")).to_have_text("Starting,")

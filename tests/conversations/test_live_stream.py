@@ -6,7 +6,10 @@ import random
 
 import httpx_sse
 
+from conversations.models import Turn
 from tests.conftest import all_events, events_until_terminal, receive_json, wait_for_turn_end
+
+INTERNAL = "Something went wrong inside Parley; an admin can see the details."
 
 TERMINAL = ("turn.completed", "turn.failed", "turn.cancelled")
 
@@ -282,7 +285,8 @@ async def test_resume_frame_replays_from_the_requested_seq(server, people, conve
     assert again == everything[3:]
 
 
-async def test_an_agent_that_raises_ends_the_turn_failed_with_its_error(server, people):
+async def test_an_agent_that_raises_ends_the_turn_failed_with_a_short_reason(server, people):
+    """Watchers read a reason a person can act on; the exception itself is for admins only."""
     async with server.async_client(people.alice) as client:
         created = await client.post(
             "/api/conversations/", json={"workspace": "team", "title": "Oops", "agent": "broken"}
@@ -302,9 +306,37 @@ async def test_an_agent_that_raises_ends_the_turn_failed_with_its_error(server, 
         "tool.completed",
         "turn.failed",
     ]
-    assert events[4]["data"]["error"] == "the agent broke on purpose"
-    assert events[-1]["data"]["error"] == "RuntimeError: the agent broke on purpose"
+    assert events[4]["data"]["error"] == INTERNAL
+    assert events[-1]["data"]["error"] == INTERNAL
     assert state["in_flight"] is False
+    turn = await Turn.objects.aget(pk=started["turn"])
+    assert turn.error == INTERNAL
+    assert "RuntimeError: the agent broke on purpose" in turn.failure_detail
+    assert "Traceback" in turn.failure_detail and "tests/agents.py" in turn.failure_detail
+    assert "the agent broke on purpose" in server.log_text()
+
+
+def test_a_turn_failing_on_the_database_tells_its_watchers_no_sql(server, people, admin_client):
+    with server.client(people.alice) as client:
+        created = client.post(
+            "/api/conversations/", json={"workspace": "team", "title": "DB", "agent": "broken-db"}
+        )
+        cid = created.json()["id"]
+        client.post(f"/api/conversations/{cid}/turns/", json={"input": "go"})
+        wait_for_turn_end(client, cid)
+        events = all_events(client, cid)
+    failed = events[-1]
+    assert failed["type"] == "turn.failed"
+    assert failed["data"]["error"] == (
+        "The database failed while this ran; an admin can see the details."
+    )
+    everything = json.dumps(events)
+    assert "parley_no_such_table" not in everything and "secret_column" not in everything
+    turn = Turn.objects.get(pk=failed["turn"])
+    assert "parley_no_such_table" in turn.failure_detail
+    # Admins read the whole story on the turn's page.
+    page = admin_client.get(f"/admin/conversations/turn/{turn.pk}/change/").content.decode()
+    assert "Failure detail" in page and "parley_no_such_table" in page
 
 
 async def test_in_flight_reports_a_running_turn_to_those_who_can_see_it(
