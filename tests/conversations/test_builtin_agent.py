@@ -9,11 +9,11 @@ from tests.conversations.test_consumer import communicator, events_until_termina
 
 async def run(conversation, person, text):
     comm = communicator(conversation.pk, person)
-    await comm.connect()
-    ready = await comm.receive_json_from()
+    await comm.connect(timeout=30)
+    ready = await comm.receive_json_from(timeout=30)
     await comm.send_json_to({"type": "turn.start", "ref": "t", "input": text})
     events = await events_until_terminal(comm)
-    await comm.disconnect()
+    await comm.disconnect(timeout=30)
     events = [e for e in events if e["seq"] > ready["latest_seq"]]
     reply = "".join(e["data"]["text"] for e in events if e["type"] == "message.completed")
     tools = [e["data"] for e in events if e["type"] == "tool.completed"]
@@ -94,8 +94,8 @@ async def converse(conversation, person, text, answers):
     """Run a turn, answering each question it asks with the next of ``answers`` (a dict of
     ``answer`` or ``action``), over the socket. Returns events, reply text and questions."""
     comm = communicator(conversation.pk, person)
-    await comm.connect()
-    ready = await comm.receive_json_from()
+    await comm.connect(timeout=30)
+    ready = await comm.receive_json_from(timeout=30)
     await comm.send_json_to({"type": "turn.start", "ref": "t", "input": text})
     events, questions, answers = [], [], list(answers)
     while True:
@@ -112,7 +112,7 @@ async def converse(conversation, person, text, answers):
             )
         if frame["type"] in ("turn.completed", "turn.failed", "turn.cancelled"):
             break
-    await comm.disconnect()
+    await comm.disconnect(timeout=30)
     reply = "".join(e["data"]["text"] for e in events if e["type"] == "message.completed")
     return events, reply, questions
 
@@ -297,8 +297,8 @@ async def test_note_asks_with_a_form_and_writes_the_note(people, conversation, f
 
 async def test_steering_while_parked_is_acknowledged_after_the_answer(people, conversation):
     comm = communicator(conversation.pk, people.bob)
-    await comm.connect()
-    await comm.receive_json_from()
+    await comm.connect(timeout=30)
+    await comm.receive_json_from(timeout=30)
     await comm.send_json_to({"type": "turn.start", "ref": "t", "input": "summarize"})
     while (frame := await comm.receive_json_from(timeout=10)).get("type") != "selection.requested":
         pass
@@ -308,7 +308,7 @@ async def test_steering_while_parked_is_acknowledged_after_the_answer(people, co
     )
     await comm.send_json_to({"type": "selection.reply", "selection_id": sid, "answer": "README.md"})
     events = await events_until_terminal(comm)
-    await comm.disconnect()
+    await comm.disconnect(timeout=30)
     messages = [e["data"]["text"] for e in events if e["type"] == "message.completed"]
     assert messages[0] == "(Noted while I worked: “keep it short”.)"
     assert messages[1].startswith("**README.md**: 11 lines")
