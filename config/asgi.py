@@ -3,6 +3,7 @@ under Daphne, the server loop is bound at start-up, and SIGTERM hands the proces
 and closes its sockets (1012) before it stops."""
 
 import asyncio
+import importlib
 import logging
 import os
 import signal
@@ -19,7 +20,6 @@ from django.conf import settings  # noqa: E402
 from conversations.auth import BrowserOriginValidator, WebSocketAuthMiddleware  # noqa: E402
 from conversations.process import server_loop  # noqa: E402
 from conversations.routing import websocket_urlpatterns  # noqa: E402
-from external.server import endpoint as mcp_endpoint  # noqa: E402
 from selection.routing import websocket_urlpatterns as people_urlpatterns  # noqa: E402
 
 logger = logging.getLogger(__name__)
@@ -29,8 +29,17 @@ async def http(scope, receive, send):
     """MCP's Streamable HTTP at /mcp/ (see external.server), everything else through Django."""
     path = scope["path"]
     if path == "/mcp" or path.startswith("/mcp/"):
-        return await mcp_endpoint(scope, receive, send)
+        return await (await _mcp_endpoint())(scope, receive, send)
     return await django_asgi_app(scope, receive, send)
+
+
+async def _mcp_endpoint():
+    """The MCP endpoint, imported at its first request, in a thread: the SDK takes a second to
+    import, which a process that never serves MCP (and every server the tests start) saves."""
+    module = sys.modules.get("external.server")
+    if module is None:
+        module = await asyncio.to_thread(importlib.import_module, "external.server")
+    return module.endpoint
 
 
 router = ProtocolTypeRouter(
