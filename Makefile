@@ -43,12 +43,21 @@ services:
 	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends \
 	    postgresql redis-server >/dev/null; }
 
-# Every test on SQLite (the browser tests only here), then every test again on PostgreSQL with
-# the multi-process suite on PostgreSQL and Redis: each started for the run, on loopback.
+# Every test on SQLite (the browser tests only here) and, at the same time, every test again on
+# PostgreSQL with the multi-process suite on PostgreSQL and Redis (each started for the run, on
+# loopback). The two passes share nothing: each has its own scratch folder, database and ports.
+# The SQLite pass prints as it goes; the PostgreSQL pass's output follows once both have ended.
+PG_LOG := test-artifacts/test-postgresql.log
 test: $(VENV)/.installed-dev chromium services
 	$(BIN)/ruff check .
-	$(BIN)/pytest -m "not cluster"
-	$(BIN)/python -m ops.services -- $(BIN)/pytest -m "not browser and not sqlite and not once"
+	@mkdir -p test-artifacts
+	@$(BIN)/python -m ops.services -- $(BIN)/pytest -p no:cacheprovider \
+	    -m "not browser and not sqlite" > $(PG_LOG) 2>&1 & pg=$$!; \
+	  $(BIN)/pytest -m "not cluster and not once"; sqlite=$$?; \
+	  wait $$pg; postgresql=$$?; \
+	  echo; echo "===== The PostgreSQL pass ($(PG_LOG)) ====="; cat $(PG_LOG); \
+	  echo "SQLite pass: exit $$sqlite; PostgreSQL pass: exit $$postgresql"; \
+	  [ $$sqlite = 0 ] && [ $$postgresql = 0 ]
 
 cluster: $(VENV)/.installed services
 	$(BIN)/python -m ops.cluster
@@ -56,9 +65,11 @@ cluster: $(VENV)/.installed services
 bench: $(VENV)/.installed-dev services
 	$(BIN)/python bench/run.py
 
-# The fuzzers of `make test`, twenty times longer (a new seed with PARLEY_FUZZ_SEED=n).
+# The fuzzers of `make test` (on PostgreSQL, the stricter backend), twenty times longer; a new
+# seed with PARLEY_FUZZ_SEED=n.
 fuzz: $(VENV)/.installed-dev services
-	PARLEY_FUZZ_SCALE=$${PARLEY_FUZZ_SCALE:-20} $(BIN)/pytest tests/fuzz
+	PARLEY_FUZZ_SCALE=$${PARLEY_FUZZ_SCALE:-20} $(BIN)/python -m ops.services -- \
+	    $(BIN)/pytest -p no:cacheprovider tests/fuzz
 
 # Minutes of sockets reconnecting at random while turns stream, ask and get answered.
 soak: $(VENV)/.installed-dev services
