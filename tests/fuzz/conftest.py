@@ -24,6 +24,7 @@ def budget(examples: int) -> settings:
     )
 
 
+@pytest.hookimpl(tryfirst=True)  # before -m selects by marker
 def pytest_collection_modifyitems(items):
     """Every fuzzer runs once, in the PostgreSQL pass: PostgreSQL refuses more than SQLite does
     (a NUL in text), so what passes there passes on both."""
