@@ -40,9 +40,10 @@ class Turns(Protocol):
     def launch(self, turn_id: str) -> None:
         """Start running a committed turn in this process. Safe to call from any thread."""
 
-    def resume(self, turn_id: str, reason: str) -> None:
+    def resume(self, turn_id: str, reason: str, held_from: str | None = None) -> None:
         """Claim a turn nobody holds and resume it in this process from its journal. Safe to
-        call from any thread; does nothing if another process claims it first."""
+        call from any thread; does nothing if another process claims it first. ``held_from``
+        (who held it before): the turn is held for this process already (services.turn_hold)."""
 
     def notify(self, inbox: str, message: dict) -> None:
         """Send a control message (Stop, steering, a wake-up) to a turn's inbox, wherever the

@@ -615,16 +615,35 @@ def turns_let_go(*, turn_ids: list[str], any_owner: bool = False) -> None:
     turns.update(**LET_GO)
 
 
-def turn_claim(*, turn_id: str, process: str, inbox: str, any_owner: bool = False):
-    """Take an active turn nobody holds (see turns_unowned), to resume it here. Returns the
-    turn, with ``previous_runner`` and ``previous_status`` set, or None if it has ended or
-    someone holds it."""
+def turn_hold(*, turn: Turn) -> str | None:
+    """Hold a turn nobody holds for this process, which resumes it once the caller's transaction
+    commits (claiming it with ``held``): meanwhile another process's upkeep, finding it active
+    and unheld, would take it first and tell its watchers the wrong reason. Held with no inbox,
+    which no turn that runs has. Returns who held it before ("" if nobody), or None if this
+    process cannot run it (no server loop, or shutting down): upkeep elsewhere will."""
+    if server_loop.loop is None or server_loop.draining:
+        return None
+    Turn.objects.filter(pk=turn.pk).update(
+        runner=process_id(), inbox="", lease_expires_at=_lease_end()
+    )
+    return turn.runner
+
+
+def turn_claim(
+    *, turn_id: str, process: str, inbox: str, any_owner: bool = False, held: bool = False
+):
+    """Take an active turn nobody holds (see turns_unowned), or one held for this process (see
+    turn_hold), to resume it here. Returns the turn, with ``previous_runner`` and
+    ``previous_status`` set, or None if it has ended or someone holds it."""
     now = timezone.now()
     with transaction.atomic():
         turn = Turn.objects.select_for_update().filter(pk=turn_id).first()
-        if turn is None or not turn.is_active or turn.runner == process:
+        if turn is None or not turn.is_active:
             return None
-        if not (is_unowned(turn, now) or any_owner):
+        held_here = held and turn.runner == process and not turn.inbox
+        if turn.runner == process and not held_here:
+            return None
+        if not (held_here or is_unowned(turn, now) or any_owner):
             return None
         previous, status = turn.runner, turn.status
         turn.runner, turn.inbox, turn.lease_expires_at = process, inbox, _lease_end()

@@ -21,6 +21,7 @@ from conversations.services import (
     append_events,
     is_unowned,
     lock_owned_turn,
+    turn_hold,
     turn_notify,
     turn_steps_record,
 )
@@ -195,7 +196,10 @@ def _resolve(selection: Selection, status: str, *, answer=None, user=None, befor
         if turn.is_active and is_unowned(turn, now):
             # Nobody holds the turn (released from memory while it waited, or its process
             # stopped): this process resumes it, and it goes on with the outcome.
-            resume = partial(seams.turns.get().resume, turn.pk, "question_settled")
+            previous = turn_hold(turn=turn)
+            resume = partial(
+                seams.turns.get().resume, turn.pk, "question_settled", held_from=previous
+            )
             transaction.on_commit(resume)
         else:
             # The inbox is named when the turn starts running, before it can ask anything. The

@@ -46,6 +46,9 @@ class RunningTurn:
         self.leaving = False
         # A resume asked for while this turn was still unwinding here (released): start it then.
         self.resume_after: str | None = None
+        self.resume_held_from: str | None = None
+        # Resumed: who held the turn before, when it is held for this process already.
+        self.held_from: str | None = None
 
     def stop(self) -> None:
         self.stop_requested = True
@@ -90,11 +93,12 @@ class TurnRunner:
         if not server_loop.call_soon(self._start, turn_id):
             logger.error("No server loop to run turn %s; its lease will end it", turn_id)
 
-    def resume(self, turn_id: str, reason: str) -> None:
+    def resume(self, turn_id: str, reason: str, held_from: str | None = None) -> None:
         """Claim a turn nobody holds and resume it here from its journal (``reason`` says why
         it changed hands: see turn.resumed). Safe to call from any thread; does nothing if
-        another process claims it first, or if this process is shutting down."""
-        if not server_loop.call_soon(self._start, turn_id, reason):
+        another process claims it first, or if this process is shutting down. ``held_from``:
+        the turn is held for this process already (services.turn_hold), by whom before."""
+        if not server_loop.call_soon(self._start, turn_id, reason, held_from):
             logger.warning("No server loop to resume turn %s; upkeep will", turn_id)
 
     def notify(self, inbox: str, message: dict) -> None:
@@ -123,14 +127,16 @@ class TurnRunner:
             logger.info("Handing back %d turn(s)", len(tasks))
             await asyncio.wait(tasks, timeout=timeout)
 
-    def _start(self, turn_id: str, reason: str | None = None) -> None:
+    def _start(self, turn_id: str, reason: str | None = None, held_from: str | None = None):
         if server_loop.draining and reason is not None:
-            return  # another process claims it
+            return  # another process claims it (or, held here, once its lease runs out)
         if existing := self._running.get(turn_id):
-            if reason is not None and existing.lost:
-                existing.resume_after = reason
+            # Only a turn let go of here is resumed while it is still here: it is unwinding.
+            if reason is not None:
+                existing.resume_after, existing.resume_held_from = reason, held_from
             return
         running = RunningTurn(turn_id)
+        running.held_from = held_from
         self._running[turn_id] = running
         TURNS_RUNNING.inc()
         loop = asyncio.get_running_loop()
@@ -143,7 +149,7 @@ class TurnRunner:
         if self._running.pop(running.turn_id, None) is not None:
             TURNS_RUNNING.dec()
         if running.resume_after is not None:
-            self._start(running.turn_id, running.resume_after)
+            self._start(running.turn_id, running.resume_after, running.resume_held_from)
 
     async def _catch_up_forever(self) -> None:
         """While turns run here, read now and then the steering and Stop requests sent to them,
@@ -183,13 +189,17 @@ class TurnRunner:
                 )
             except ApplicationError:
                 return None  # ended elsewhere (stopped while queued) before it began
-        return await run_db_retrying(
+        turn = await run_db_retrying(
             services.turn_claim,
             turn_id=running.turn_id,
             inbox=inbox,
             process=process_id(),
             any_owner=reason == "restart",
+            held=running.held_from is not None,
         )
+        if turn is not None and running.held_from is not None:
+            turn.previous_runner = running.held_from
+        return turn
 
     async def _run(self, running: RunningTurn, reason: str | None) -> None:
         inbox = await self.inboxes.open(running.control)
