@@ -44,7 +44,23 @@ def _imported_names(tree: ast.AST, module: str, is_package: bool) -> set[str]:
             names.add(prefix)
             # "from package import module" loads the module.
             names.update(f"{prefix}.{alias.name}" for alias in node.names)
+        elif isinstance(node, ast.Call) and any(
+            _names_import_module(part) for part in (node.func, *node.args)
+        ):
+            # import_module("a.b"), or import_module handed to something that calls it with
+            # "a.b" (asyncio.to_thread(importlib.import_module, "a.b")).
+            names.update(
+                arg.value
+                for arg in node.args
+                if isinstance(arg, ast.Constant) and isinstance(arg.value, str)
+            )
     return names
+
+
+def _names_import_module(node: ast.AST) -> bool:
+    return (isinstance(node, ast.Name) and node.id == "import_module") or (
+        isinstance(node, ast.Attribute) and node.attr == "import_module"
+    )
 
 
 def import_graph() -> dict[str, set[str]]:
@@ -104,6 +120,14 @@ def test_relative_and_lazy_imports_count():
     assert "conversations.runtime.runner" in names and "shared" not in names
     tree = ast.parse("from . import services")
     assert "conversations.services" in _imported_names(tree, "conversations", is_package=True)
+    tree = ast.parse(
+        "async def f():\n"
+        "    importlib.import_module('external.server')\n"
+        "    await asyncio.to_thread(importlib.import_module, 'external.agent')\n"
+        "    print('external.other')\n"
+    )
+    names = _imported_names(tree, "config.asgi", is_package=False)
+    assert {"external.server", "external.agent"} <= names and "external.other" not in names
 
 
 def _edges(graph, source_prefix: str, target_prefix: str) -> list[str]:

@@ -210,7 +210,7 @@ def people_asking(server, people):
         # A field it cannot change is refused, even beside one it can.
         ('{"title": "Fine", "agent": "flood"}', "application/json", "invalid", "agent: cannot"),
         ("[]", "application/json", "invalid", "Expected a dictionary"),
-        ("{not json", "application/json", "invalid_json", "JSON parse error"),
+        ("{not json", "application/json", "invalid_json", "The body is not valid JSON"),
         ("title=x", "text/plain", "unsupported_media_type", "text/plain"),
     ],
 )
