@@ -10,7 +10,13 @@ from pathlib import Path
 from jsonschema import Draft202012Validator, FormatChecker
 from jsonschema.exceptions import SchemaError, best_match
 
-from conversations.files import UnsafePath, relative_path, resolve_inside
+from conversations.files import (
+    UnsafePath,
+    check_readable,
+    kind_of,
+    relative_path,
+    resolve_inside,
+)
 from conversations.shared import ApplicationError
 
 from .models import Selection
@@ -109,9 +115,10 @@ def _clean_path_question(mode, root, files_root: Path) -> dict:
         raise ValueError(f"A path question's mode is one of {Selection.Mode.values}.")
     try:
         folder = resolve_inside(files_root, root or "")
+        kind = kind_of(folder, root or "")
     except UnsafePath as exc:
         raise ValueError(f"The question's root is unsafe: {exc}") from None
-    if not folder.is_dir():
+    if kind != "folder":
         raise ValueError(f"The question's root {root!r} is not a folder of the workspace.")
     return {"mode": mode, "root": relative_path(files_root, folder)}
 
@@ -164,16 +171,26 @@ def clean_answer(selection: Selection, answer, files_root: Path):
 def _clean_path_answer(selection, answer, files_root):
     if not isinstance(answer, str) or not answer.strip():
         raise invalid("answer: a path relative to the question's folder is required.")
-    root = resolve_inside(files_root, selection.root)
+    try:
+        root = resolve_inside(files_root, selection.root)
+    except UnsafePath as exc:
+        raise invalid(f"answer: the question's folder can no longer be used: {exc}") from None
     try:
         target = resolve_inside(root, answer)
+        # A named pipe or a socket is refused unopened; a file or a folder must be readable
+        # (the picker offers nothing else).
+        kind = kind_of(target, answer.strip())
+        if kind is not None:
+            check_readable(target, kind, answer.strip())
     except UnsafePath as exc:
         raise invalid(f"answer: {exc}") from None
-    if not target.exists():
+    except FileNotFoundError:
+        kind = None
+    if kind is None:
         raise invalid(f"answer: there is no '{answer}' in the question's folder.")
-    if selection.mode == Selection.Mode.FILE and not target.is_file():
+    if selection.mode == Selection.Mode.FILE and kind != "file":
         raise invalid(f"answer: '{answer}' is a folder; this question asks for a file.")
-    if selection.mode == Selection.Mode.FOLDER and not target.is_dir():
+    if selection.mode == Selection.Mode.FOLDER and kind != "folder":
         raise invalid(f"answer: '{answer}' is a file; this question asks for a folder.")
     return relative_path(root, target) or "."
 

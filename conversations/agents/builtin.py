@@ -20,17 +20,26 @@ from django.conf import settings
 from django.utils.text import slugify
 
 from ..files import (
-    MAX_NAME_CHARS,
+    MAX_NAME_BYTES,
+    MAX_TEXT_BYTES,
+    Skipped,
     UnsafePath,
+    kind_of,
     list_folder,
+    make_folders,
+    os_problem,
+    printable_name,
     read_text,
     relative_path,
     resolve_inside,
     walk_files,
+    write_text,
 )
 from . import Agent
 
 MAX_MATCHES = 50
+# Most entries left out (loops, links to nothing, pipes...) a listing or a search names.
+MAX_SKIPPED = 20
 # How many names a rename asks for before it gives up, when none will do.
 MAX_NAME_TRIES = 3
 TEXT_SUFFIXES = {".md", ".txt", ".csv", ".rst"}
@@ -130,31 +139,74 @@ def summarize_text(text: str) -> dict:
 
 
 def find_in_files(root, needle: str) -> dict:
+    """Files whose names or lines hold ``needle``; entries that could not be looked at are
+    named in ``skipped`` (only when there are some)."""
     needle_lower = needle.lower()
-    matches, files = [], set()
-    for path in walk_files(root):
-        relative = relative_path(root, path)
-        if needle_lower in path.name.lower():
-            files.add(relative)
-        text = read_text(path)
+    matches, files, skipped = [], set(), []
+    for found in _walk(root, skipped):
+        if needle_lower in found.name.lower():
+            files.add(found.path)
+        if found.size > MAX_TEXT_BYTES:
+            continue
+        try:
+            text = read_text(found.real, found.path)
+        except UnsafePath as exc:
+            skipped.append(Skipped(found.name, found.path, exc.problem))
+            continue
+        except FileNotFoundError:
+            continue  # gone since the folder was read
         if text is None:
             continue
         for number, line in enumerate(text.splitlines(), start=1):
             if needle_lower in line.lower():
-                files.add(relative)
+                files.add(found.path)
                 if len(matches) < MAX_MATCHES:
-                    matches.append({"path": relative, "line": number, "text": line.strip()[:200]})
-    return {"files": sorted(files), "matches": matches, "truncated": len(matches) >= MAX_MATCHES}
+                    matches.append({"path": found.path, "line": number, "text": line.strip()[:200]})
+    result = {
+        "files": sorted(files),
+        "matches": matches,
+        "truncated": len(matches) >= MAX_MATCHES,
+    }
+    return result | _skipped(skipped)
+
+
+def _skipped(skipped: list) -> dict:
+    """What a tool's result says of the entries it left out: nothing if none, else the first
+    MAX_SKIPPED (as {"path", "problem"}) and how many in all."""
+    if not skipped:
+        return {}
+    named = [{"path": item.path, "problem": item.problem} for item in skipped[:MAX_SKIPPED]]
+    return {"skipped": named, "skipped_count": len(skipped)}
+
+
+def _said_skipped(result: dict) -> str:
+    """The entries a tool left out, as lines of the reply ('' if none)."""
+    if not result.get("skipped"):
+        return ""
+    lines = [f"- `{item['path']}`: {item['problem']}" for item in result["skipped"]]
+    more = result["skipped_count"] - len(lines)
+    if more > 0:
+        lines.append(f"- and {more} more")
+    count = result["skipped_count"]
+    return f"\n\nI left out {count} entr{'y' if count == 1 else 'ies'} I can't use:\n\n" + (
+        "\n".join(lines)
+    )
 
 
 def files_matching(root, text: str) -> list[str]:
     """Files whose path inside the root contains ``text`` (ignoring case)."""
     needle = text.lower()
-    return [
-        relative
-        for relative in (relative_path(root, path) for path in walk_files(root))
-        if needle in relative.lower()
-    ]
+    return [found.path for found in _walk(root) if needle in found.path.lower()]
+
+
+def _walk(root, skipped: list | None = None):
+    """The workspace's regular files (see walk_files); none if its root cannot be read, which
+    is then the one entry left out."""
+    try:
+        yield from walk_files(root, skipped=skipped)
+    except UnsafePath as exc:
+        if skipped is not None:
+            skipped.append(Skipped(".", ".", exc.problem))
 
 
 def common_folder(paths: list[str]) -> str:
@@ -246,7 +298,7 @@ class BuiltinAgent(Agent):
     def _look_up(self, wanted: str) -> dict:
         root = self.ctx.files_root
         try:
-            if resolve_inside(root, wanted).is_file():
+            if kind_of(resolve_inside(root, wanted), wanted) == "file":
                 return {"exact": True}
         except UnsafePath as exc:
             return {"unsafe": str(exc)}
@@ -267,20 +319,24 @@ class BuiltinAgent(Agent):
         if entries is None:
             await self.stream(listing["error"])
         elif not entries:
-            await self.stream(f"`{folder or '.'}` is empty.")
+            await self.stream(f"`{folder or '.'}` is empty." + _said_skipped(listing))
         else:
             # A folder ends with a slash (no icon: the reader's fonts may have none).
             lines = [f"- `{e['path']}{'/' if e['kind'] == 'folder' else ''}`" for e in entries]
             await self.stream(
-                f"`{folder or '.'}` holds {len(entries)} entries:\n\n" + "\n".join(lines)
+                f"`{folder or '.'}` holds {len(entries)} entries:\n\n"
+                + "\n".join(lines)
+                + _said_skipped(listing)
             )
 
     def _list(self, folder: str) -> dict:
         try:
-            entries = list_folder(self.ctx.files_root, folder)
+            listing = list_folder(self.ctx.files_root, folder)
         except (UnsafePath, FileNotFoundError, NotADirectoryError) as exc:
             return {"error": _explain(exc, folder)}
-        return {"entries": [entry.as_dict() for entry in entries]}
+        return {"entries": [entry.as_dict() for entry in listing.entries]} | _skipped(
+            listing.skipped
+        )
 
     async def do_find(self, argument: str) -> None:
         needle = _strip_quotes(argument)
@@ -295,14 +351,16 @@ class BuiltinAgent(Agent):
             "find", {"text": needle}, lambda: find_in_files(root, needle)
         )
         if not found["files"]:
-            await self.stream(f"Nothing contains “{needle}”.")
+            await self.stream(f"Nothing contains “{needle}”." + _said_skipped(found))
             return
         lines = [f"- `{m['path']}` line {m['line']}: {m['text']}" for m in found["matches"]]
         named = [f for f in found["files"] if f not in {m["path"] for m in found["matches"]}]
         lines += [f"- `{path}` (in its name)" for path in named]
         more = " (only the first matches are shown)" if found["truncated"] else ""
         await self.stream(
-            f"“{needle}” is in {len(found['files'])} file(s){more}:\n\n" + "\n".join(lines)
+            f"“{needle}” is in {len(found['files'])} file(s){more}:\n\n"
+            + "\n".join(lines)
+            + _said_skipped(found)
         )
 
     async def do_summarize(self, argument: str) -> None:
@@ -327,11 +385,8 @@ class BuiltinAgent(Agent):
 
     def _summary(self, path: str) -> dict:
         try:
-            target = resolve_inside(self.ctx.files_root, path)
-            if not target.is_file():
-                raise FileNotFoundError(path)
-            text = read_text(target)
-        except (UnsafePath, FileNotFoundError) as exc:
+            text = read_text(self._file(path), path)
+        except (UnsafePath, FileNotFoundError, IsADirectoryError) as exc:
             return {"error": _explain(exc, path)}
         if text is None:
             return {"error": f"`{path}` is not a text file I can read."}
@@ -368,11 +423,24 @@ class BuiltinAgent(Agent):
             )
         )
 
+    def _file(self, path: str) -> Path:
+        """The real path of the regular file at ``path``; raises UnsafePath, FileNotFoundError
+        or IsADirectoryError."""
+        target = resolve_inside(self.ctx.files_root, path)
+        kind = kind_of(target, path)
+        if kind is None:
+            raise FileNotFoundError(path)
+        if kind == "folder":
+            raise IsADirectoryError(path)
+        return target
+
     def _compare(self, first: str, second: str) -> dict:
         texts = []
         for path in (first, second):
-            target = resolve_inside(self.ctx.files_root, path)
-            text = read_text(target)
+            try:
+                text = read_text(self._file(path), path)
+            except (UnsafePath, FileNotFoundError, IsADirectoryError) as exc:
+                return {"error": _explain(exc, path)}
             if text is None:
                 return {"error": f"`{path}` is not a text file I can read."}
             texts.append(text.splitlines())
@@ -393,7 +461,11 @@ class BuiltinAgent(Agent):
         path = await self.resolve_file(argument, "rename")
         if path is None:
             return
-        source = resolve_inside(self.ctx.files_root, path)
+        try:
+            source = resolve_inside(self.ctx.files_root, path)
+        except UnsafePath as exc:
+            await self.stream(_explain(exc, path))
+            return
         target = await self.ask_new_name(path, source)
         if target is None:
             return
@@ -406,9 +478,12 @@ class BuiltinAgent(Agent):
             else:
                 await self.stream(NOT_ANSWERED[confirmed.status] + " The file keeps its name.")
             return
-        await self.ctx.call_tool(
+        renamed = await self.ctx.call_tool(
             "rename", {"from": path, "to": new_path}, lambda: self._rename(source, target)
         )
+        if "error" in renamed:
+            await self.stream(renamed["error"])
+            return
         await self.stream(f"Renamed `{path}` to `{new_path}`.")
 
     async def ask_new_name(self, path: str, source: Path) -> Path | None:
@@ -436,13 +511,30 @@ class BuiltinAgent(Agent):
         return None
 
     def _name_taken(self, target: Path) -> str | None:
-        if target.exists():
-            return f"`{relative_path(self.ctx.files_root, target)}` already exists"
+        """Why ``target`` (in the folder of the file to rename) will not do, or None. Looked
+        at without following links: a link to nothing still holds its name."""
+        root = self.ctx.files_root
+        try:
+            relative = relative_path(root, target)
+            if os.path.lexists(target):
+                return f"`{relative}` already exists"
+            resolve_inside(root, relative)
+        except UnsafePath as exc:
+            return exc.problem
+        except OSError as exc:
+            return os_problem(exc)
         return None
 
-    @staticmethod
-    def _rename(source: Path, target: Path) -> dict:
-        os.rename(source, target)
+    def _rename(self, source: Path, target: Path) -> dict:
+        root = self.ctx.files_root
+        try:
+            if os.path.lexists(target):
+                return {"error": f"`{relative_path(root, target)}` already exists."}
+            os.rename(source, target)
+        except UnsafePath as exc:
+            return {"error": f"I can't rename it: {exc}"}
+        except OSError as exc:
+            return {"error": f"I can't rename `{relative_path(root, source)}`: {os_problem(exc)}."}
         return {"renamed": True}
 
     async def do_tidy(self, argument: str) -> None:
@@ -464,25 +556,34 @@ class BuiltinAgent(Agent):
     def _empty_folders(self) -> dict:
         root = self.ctx.files_root.resolve()
         removed = []
+        # os.walk follows no links, and passes over folders it cannot read.
         for folder, _dirs, _files in os.walk(root, topdown=False):
             path = Path(folder)
-            if path != root and not any(path.iterdir()):
+            try:
+                relative = relative_path(root, path)
+                if path == root or not printable_name(relative) or any(path.iterdir()):
+                    continue
                 path.rmdir()
-                removed.append(relative_path(root, path))
+            except (OSError, UnsafePath):
+                continue
+            removed.append(relative)
         return {"removed": removed, "summary": f"removed {len(removed)} empty folder(s)"}
 
     def _rewrite_text_files(self, change) -> list[str]:
         changed = []
-        for path in walk_files(self.ctx.files_root):
-            if path.suffix.lower() not in TEXT_SUFFIXES:
+        for found in _walk(self.ctx.files_root):
+            if PurePosixPath(found.path).suffix.lower() not in TEXT_SUFFIXES:
                 continue
-            text = read_text(path)
-            if text is None:
+            try:
+                text = read_text(found.real, found.path)
+                if text is None:
+                    continue
+                new = change(text)
+                if new != text:
+                    write_text(found.real, found.path, new)
+                    changed.append(found.path)
+            except (UnsafePath, FileNotFoundError):
                 continue
-            new = change(text)
-            if new != text:
-                path.write_text(new, encoding="utf-8")
-                changed.append(relative_path(self.ctx.files_root, path))
         return changed
 
     def _trailing_whitespace(self) -> dict:
@@ -503,9 +604,9 @@ class BuiltinAgent(Agent):
     def _large_files(self) -> dict:
         large = sorted(
             (
-                (path.stat().st_size, relative_path(self.ctx.files_root, path))
-                for path in walk_files(self.ctx.files_root)
-                if path.stat().st_size > 1024 * 1024
+                (found.size, found.path)
+                for found in _walk(self.ctx.files_root)
+                if found.size > 1024 * 1024
             ),
             reverse=True,
         )
@@ -519,17 +620,27 @@ class BuiltinAgent(Agent):
             await self.stream(NOT_ANSWERED[answer.status] + " No note was written.")
             return
         fields = answer.value
-        written = await self.ctx.call_tool(
-            "note", fields, lambda: {"path": self._write_note(fields, argument)}
-        )
+        written = await self.ctx.call_tool("note", fields, lambda: self._note(fields, argument))
+        if "error" in written:
+            await self.stream(written["error"])
+            return
         await self.stream(f"Wrote `{written['path']}`.")
 
+    def _note(self, fields: dict, body: str) -> dict:
+        try:
+            return {"path": self._write_note(fields, body)}
+        except UnsafePath as exc:
+            return {"error": f"I can't write the note: {exc}"}
+
     def _write_note(self, fields: dict, body: str) -> str:
-        folder = self.ctx.files_root / "notes"
-        folder.mkdir(parents=True, exist_ok=True)
+        """The note's path, once written in ``notes/``. Raises UnsafePath when that folder
+        cannot be used (a loop, a link to nothing, a file in its way...)."""
+        root = self.ctx.files_root
+        folder = resolve_inside(root, "notes")
+        make_folders(folder, "notes")
         stem = slugify(fields["title"]) or "note"
         target, number = folder / f"{stem}.md", 1
-        while target.exists():
+        while os.path.lexists(target):
             number += 1
             target = folder / f"{stem}-{number}.md"
         tags = [t.strip() for t in fields.get("tags", "").split(",") if t.strip()]
@@ -540,8 +651,9 @@ class BuiltinAgent(Agent):
             lines.append("Pinned: yes")
         if body.strip():
             lines += ["", body.strip()]
-        target.write_text("\n".join(lines) + "\n", encoding="utf-8")
-        return relative_path(self.ctx.files_root, target)
+        relative = relative_path(root, target)
+        write_text(target, relative, "\n".join(lines) + "\n")
+        return relative
 
 
 def _trim_line(line: str) -> str:
@@ -561,8 +673,11 @@ def _bad_name(name: str) -> str | None:
         return "a name may not contain slashes"
     if "\x00" in name:
         return "a name may not contain a NUL character"
-    if len(name) > MAX_NAME_CHARS:
-        return f"it is longer than {MAX_NAME_CHARS} characters"
+    if len(name) > MAX_NAME_BYTES:
+        return f"it is longer than {MAX_NAME_BYTES} characters"
+    if len(name.encode("utf-8", "surrogatepass")) > MAX_NAME_BYTES:
+        # The file system counts bytes: é takes two, 日 three.
+        return f"it is longer than {MAX_NAME_BYTES} bytes in UTF-8"
     if name.startswith("."):
         return "hidden names (starting with a dot) are not allowed"
     return None
@@ -573,4 +688,6 @@ def _explain(exc: Exception, path: str) -> str:
         return f"I can't use `{path}`: {exc}"
     if isinstance(exc, NotADirectoryError):
         return f"`{path}` is a file, not a folder."
+    if isinstance(exc, IsADirectoryError):
+        return f"`{path}` is a folder, not a file."
     return f"There is no `{path}` in this workspace."

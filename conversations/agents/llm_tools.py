@@ -8,12 +8,27 @@ from pathlib import Path
 from django.conf import settings
 from jsonschema import Draft202012Validator
 
-from ..files import MAX_TEXT_BYTES, UnsafePath, list_folder, relative_path, resolve_inside
+from ..files import (
+    MAX_TEXT_BYTES,
+    Skipped,
+    UnsafePath,
+    kind_of,
+    list_folder,
+    make_folders,
+    os_problem,
+    read_bytes,
+    relative_path,
+    resolve_inside,
+    walk_files,
+    write_text,
+)
 from ..shared import SaidToPeople
 
 # Most entries a listing returns, matches a search returns, and characters a write may hold.
 MAX_LISTED = 200
 MAX_MATCHES = 100
+# Most entries left out (loops, links to nothing, pipes...) a listing or a search names.
+MAX_SKIPPED = 20
 MAX_WRITE_CHARS = 1_000_000
 
 _PATH = {"type": "string", "maxLength": 1024}
@@ -182,41 +197,69 @@ def _inside(root: Path, relative: str) -> Path:
     model's to read or write."""
     try:
         target = resolve_inside(root, relative)
+        inside = relative_path(root, target)
     except UnsafePath as exc:
         raise ToolFailed(str(exc)) from None
-    if any(part.startswith(".") for part in target.relative_to(root.resolve()).parts):
+    if any(part.startswith(".") for part in inside.split("/")):
         raise ToolFailed("Hidden files and folders are out of the model's reach.")
     return target
+
+
+def _kind(target: Path, path: str) -> str | None:
+    """'file', 'folder' or None (nothing there); ToolFailed for anything else."""
+    try:
+        return kind_of(target, path)
+    except UnsafePath as exc:
+        raise ToolFailed(str(exc)) from None
+
+
+def _skipped(skipped: list) -> dict:
+    """What a result says of the entries left out: nothing if none, else the first
+    MAX_SKIPPED and how many in all."""
+    if not skipped:
+        return {}
+    named = [item.as_dict() for item in skipped[:MAX_SKIPPED]]
+    return {"skipped": named, "skipped_count": len(skipped)}
 
 
 def list_files(root: Path, path: str = "") -> dict:
     _inside(root, path)
     try:
-        entries = list_folder(root, path)
+        listing = list_folder(root, path)
     except UnsafePath as exc:
         raise ToolFailed(str(exc)) from None
     except FileNotFoundError:
         raise ToolFailed(f"There is no folder '{path}'.") from None
     except NotADirectoryError:
         raise ToolFailed(f"'{path}' is a file, not a folder.") from None
+    entries = listing.entries
     listed = [entry.as_dict() for entry in entries[:MAX_LISTED]]
-    return {"path": path, "entries": listed, "more": max(0, len(entries) - MAX_LISTED)}
+    result = {"path": path, "entries": listed, "more": max(0, len(entries) - MAX_LISTED)}
+    return result | _skipped(listing.skipped)
 
 
-def _read_text(target: Path, path: str) -> str:
-    """The file's text, its first MAX_TEXT_BYTES at most (never more is read)."""
-    if not target.is_file():
+def _read(target: Path, path: str) -> tuple[str, int]:
+    """The file's text, its first MAX_TEXT_BYTES at most (never more is read), and its size
+    in bytes. Only a regular file is ever opened."""
+    kind = _kind(target, path)
+    if kind is None:
         raise ToolFailed(f"There is no file '{path}'.")
-    with target.open("rb") as file:
-        data = file.read(MAX_TEXT_BYTES)
+    if kind == "folder":
+        raise ToolFailed(f"'{path}' is a folder, not a file.")
+    try:
+        data, size = read_bytes(target, path, MAX_TEXT_BYTES)
+    except UnsafePath as exc:
+        raise ToolFailed(str(exc)) from None
+    except FileNotFoundError:
+        raise ToolFailed(f"There is no file '{path}'.") from None
     if b"\x00" in data[:8192]:
         raise ToolFailed(f"'{path}' is not a text file.")
-    return data.decode("utf-8", errors="replace")
+    return data.decode("utf-8", errors="replace"), size
 
 
 def read_file(root: Path, path: str, offset: int = 0) -> dict:
     target = _inside(root, path)
-    text = _read_text(target, path)
+    text, size = _read(target, path)
     limit = settings.PARLEY_LLM_READ_MAX_BYTES
     part = text[offset : offset + limit]
     result = {
@@ -226,53 +269,57 @@ def read_file(root: Path, path: str, offset: int = 0) -> dict:
         "characters": len(text),
         "truncated": offset + len(part) < len(text),
     }
-    if target.stat().st_size > MAX_TEXT_BYTES:
+    if size > MAX_TEXT_BYTES:
         result["note"] = f"Only the first {MAX_TEXT_BYTES:,} bytes of this file can be read."
     return result
 
 
 def search_files(root: Path, text: str, path: str = "") -> dict:
     base = _inside(root, path)
-    if not base.is_dir():
+    if _kind(base, path) != "folder":
         raise ToolFailed(f"There is no folder '{path}'.")
     needle = text.lower()
-    matches = []
-    resolved_root = root.resolve()
-    for folder, folders, files in os.walk(base):
-        folders[:] = sorted(f for f in folders if not f.startswith("."))
-        for name in sorted(files):
-            file = Path(folder) / name
-            if name.startswith(".") or file.is_symlink() or file.stat().st_size > MAX_TEXT_BYTES:
+    matches, skipped = [], []
+    try:
+        for found in walk_files(root, relative_path(root, base), skipped=skipped):
+            if found.size > MAX_TEXT_BYTES:
                 continue
             try:
-                content = _read_text(file, name)
-            except ToolFailed:
+                data, _ = read_bytes(found.real, found.path, MAX_TEXT_BYTES)
+            except UnsafePath as exc:
+                skipped.append(Skipped(found.name, found.path, exc.problem))
                 continue
+            except FileNotFoundError:
+                continue  # gone since its folder was read
+            if b"\x00" in data[:8192]:
+                continue
+            content = data.decode("utf-8", errors="replace")
             for number, line in enumerate(content.splitlines(), start=1):
                 if needle in line.lower():
-                    matches.append(
-                        {
-                            "path": file.relative_to(resolved_root).as_posix(),
-                            "line": number,
-                            "text": line.strip()[:200],
-                        }
-                    )
+                    matches.append({"path": found.path, "line": number, "text": line.strip()[:200]})
                     if len(matches) >= MAX_MATCHES:
-                        return {"text": text, "matches": matches, "more": True}
-    return {"text": text, "matches": matches, "more": False}
+                        return {"text": text, "matches": matches, "more": True} | _skipped(skipped)
+    except UnsafePath as exc:
+        raise ToolFailed(str(exc)) from None
+    return {"text": text, "matches": matches, "more": False} | _skipped(skipped)
 
 
 def file_exists(root: Path, path: str) -> bool:
-    return _inside(root, path).exists()
+    return os.path.lexists(_inside(root, path))
 
 
 def write_file(root: Path, path: str, content: str) -> dict:
     target = _inside(root, path)
-    if target == root.resolve() or target.is_dir():
+    if target == root.resolve() or _kind(target, path) == "folder":
         raise ToolFailed(f"'{path}' is a folder.")
-    created = not target.exists()
-    target.parent.mkdir(parents=True, exist_ok=True)
-    target.write_text(content, encoding="utf-8")
+    created = not os.path.lexists(target)
+    try:
+        make_folders(target.parent, relative_path(root, target.parent))
+        write_text(target, path, content)
+    except UnsafePath as exc:
+        raise ToolFailed(str(exc)) from None
+    except FileNotFoundError:
+        raise ToolFailed(f"'{path}' vanished while it was being written.") from None
     return {"path": relative_path(root, target), "created": created, "characters": len(content)}
 
 
@@ -281,12 +328,17 @@ def rename_file(root: Path, path: str, new_path: str) -> dict:
     target = _inside(root, new_path)
     if source == root.resolve():
         raise ToolFailed("The workspace's root cannot be renamed.")
-    if not source.exists():
+    if _kind(source, path) is None:
         raise ToolFailed(f"There is no file or folder '{path}'.")
-    if target.exists():
+    if os.path.lexists(target):
         raise ToolFailed(f"'{new_path}' already exists.")
     if source in target.parents:
         raise ToolFailed("A folder cannot be moved inside itself.")
-    target.parent.mkdir(parents=True, exist_ok=True)
-    source.rename(target)
+    try:
+        make_folders(target.parent, relative_path(root, target.parent))
+        source.rename(target)
+    except UnsafePath as exc:
+        raise ToolFailed(str(exc)) from None
+    except OSError as exc:
+        raise ToolFailed(f"'{path}' cannot be renamed ({os_problem(exc)}).") from None
     return {"path": relative_path(root, source), "new_path": relative_path(root, target)}
