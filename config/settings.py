@@ -58,6 +58,8 @@ MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     # Outermost but one, so that every HTML answer gets the policy, error pages included.
     "conversations.middleware.ContentSecurityPolicyMiddleware",
+    # Before anything reads the URL: no NUL reaches a view (or the database).
+    "conversations.decoding.GatedUrlMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",

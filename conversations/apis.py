@@ -16,11 +16,56 @@ from rest_framework.views import APIView
 
 from . import seams, selectors, services
 from .access import conversation_access, workspace_access
-from .events import check_seq_within, parse_seq
-from .shared import ApplicationError, ErrorSerializer
+from .events import MAX_SEQ, check_seq_within, parse_seq
+from .shared import (
+    ApplicationError,
+    StrictBooleanField,
+    StrictCharField,
+    StrictSlugField,
+    error_responses,
+)
 from .sse import tail_response
 
 MAX_EVENTS_PAGE = 1000
+
+
+def _whole_number(minimum: int = 0, maximum: int = MAX_SEQ) -> dict:
+    """A query parameter's schema: a whole number from minimum to maximum."""
+    return {"type": "integer", "minimum": minimum, "maximum": maximum}
+
+
+def _query_seq(request, name: str, default: int = 0) -> int:
+    """A whole number from the query string (at most a bigint); 400 ``invalid_<name>``."""
+    raw = request.query_params.get(name)
+    return default if raw is None else parse_seq(raw, name)
+
+
+def _query_count(request, name: str, default: int, maximum: int) -> int:
+    """A count from 1 to ``maximum`` from the query string; 400 ``invalid_<name>``."""
+    count = _query_seq(request, name, default)
+    if not 1 <= count <= maximum:
+        raise ApplicationError(f"invalid_{name}", f"{name} must be from 1 to {maximum}.")
+    return count
+
+
+class StrictLimitOffsetPagination(LimitOffsetPagination):
+    """``limit`` (1 to 1000) and ``offset`` read strictly: a bad one is refused with 400
+    ``invalid_limit`` / ``invalid_offset`` rather than quietly replaced by the default."""
+
+    max_limit = MAX_EVENTS_PAGE
+
+    def get_limit(self, request):
+        return _query_count(request, self.limit_query_param, self.default_limit, self.max_limit)
+
+    def get_offset(self, request):
+        return _query_seq(request, self.offset_query_param)
+
+    def get_schema_operation_parameters(self, view):
+        limit, offset = super().get_schema_operation_parameters(view)
+        limit["schema"] = {**_whole_number(1, self.max_limit), "default": self.default_limit}
+        limit["description"] = f"How many to give (1-{self.max_limit})"
+        offset["schema"] = _whole_number()
+        return [limit, offset]
 
 
 class PersonSerializer(serializers.Serializer):
@@ -113,25 +158,30 @@ class InFlightOutputSerializer(serializers.Serializer):
 
 
 class WorkspaceListApi(APIView):
+    @extend_schema_serializer(component_name="Workspace")
     class OutputSerializer(serializers.Serializer):
         slug = serializers.CharField()
         name = serializers.CharField()
         role = serializers.CharField()
 
-    @extend_schema(responses=OutputSerializer(many=True), summary="Your workspaces and roles")
+    @extend_schema(
+        responses={200: OutputSerializer(many=True), **error_responses()},
+        summary="Your workspaces and roles",
+    )
     def get(self, request):
         workspaces = selectors.workspaces_for_user(user=request.user)
         return Response(self.OutputSerializer(workspaces, many=True).data)
 
 
 class ConversationListCreateApi(APIView):
-    pagination_class = LimitOffsetPagination
+    pagination_class = StrictLimitOffsetPagination
 
+    @extend_schema_serializer(component_name="ConversationCreate")
     class InputSerializer(serializers.Serializer):
-        workspace = serializers.SlugField()
-        title = serializers.CharField(max_length=200)
-        agent = serializers.CharField(max_length=50, required=False)
-        model = serializers.CharField(
+        workspace = StrictSlugField()
+        title = StrictCharField(max_length=200)
+        agent = StrictCharField(max_length=50, required=False)
+        model = StrictCharField(
             max_length=100,
             required=False,
             allow_blank=True,
@@ -152,7 +202,7 @@ class ConversationListCreateApi(APIView):
                 "archived; all: both (the default with q, as the home page searches)",
             ),
         ],
-        responses={200: ConversationOutputSerializer(many=True), 400: ErrorSerializer},
+        responses={200: ConversationOutputSerializer(many=True), **error_responses(400)},
         summary="Conversations in your workspaces, latest activity first",
     )
     def get(self, request):
@@ -170,7 +220,7 @@ class ConversationListCreateApi(APIView):
 
     @extend_schema(
         request=InputSerializer,
-        responses={201: ConversationOutputSerializer, 400: ErrorSerializer, 404: ErrorSerializer},
+        responses={201: ConversationOutputSerializer, **error_responses(400, 403, 404, body=True)},
         summary="Start a conversation",
     )
     def post(self, request):
@@ -201,17 +251,17 @@ def _archived_filter(raw: str | None, search: str) -> bool | None:
     conversations too and a plain list leaves them out, as on the home page."""
     if raw is None:
         return None if search else False
-    choices = {"true": True, "1": True, "false": False, "0": False, "all": None}
-    if raw.lower() not in choices:
+    choices = {"true": True, "false": False, "all": None}
+    if raw not in choices:
         raise ApplicationError("invalid", "archived: must be true, false or all.")
-    return choices[raw.lower()]
+    return choices[raw]
 
 
 class ConversationDetailApi(APIView):
     @extend_schema_serializer(component_name="ConversationChange")
     class InputSerializer(serializers.Serializer):
-        title = serializers.CharField(max_length=200, required=False)
-        archived = serializers.BooleanField(
+        title = StrictCharField(max_length=200, required=False)
+        archived = StrictBooleanField(
             required=False, help_text="true archives it, false brings it back"
         )
 
@@ -223,11 +273,9 @@ class ConversationDetailApi(APIView):
                 raise serializers.ValidationError(
                     f"{', '.join(unknown)}: cannot be changed; title and archived can."
                 )
-            if "title" in self.initial_data and not isinstance(self.initial_data["title"], str):
-                raise serializers.ValidationError({"title": "must be a string."})
             return attrs
 
-    @extend_schema(responses={200: ConversationOutputSerializer, 404: ErrorSerializer})
+    @extend_schema(responses={200: ConversationOutputSerializer, **error_responses(404)})
     def get(self, request, conversation_id):
         conversation, membership = conversation_access(
             user=request.user, conversation_id=conversation_id
@@ -241,7 +289,7 @@ class ConversationDetailApi(APIView):
         request=InputSerializer,
         responses={
             200: ConversationOutputSerializer,
-            **{s: ErrorSerializer for s in (400, 403, 404)},
+            **error_responses(400, 403, 404, body=True),
         },
         summary="Rename, archive or unarchive a conversation (owners, and members theirs)",
     )
@@ -264,7 +312,7 @@ class ConversationDetailApi(APIView):
 
     @extend_schema(
         request=None,
-        responses={204: None, **{s: ErrorSerializer for s in (403, 404, 409)}},
+        responses={204: None, **error_responses(403, 404, 409)},
         summary="Delete a conversation and everything in it (owners; 409 while a turn runs)",
     )
     def delete(self, request, conversation_id):
@@ -278,13 +326,15 @@ class ConversationDetailApi(APIView):
 
 
 class TurnStartApi(APIView):
+    @extend_schema_serializer(component_name="TurnStart")
     class InputSerializer(serializers.Serializer):
-        input = serializers.CharField(trim_whitespace=True)
-        interactive = serializers.BooleanField(default=True)
-        confirm_writes = serializers.BooleanField(
+        input = StrictCharField(trim_whitespace=True)
+        interactive = StrictBooleanField(default=True)
+        confirm_writes = StrictBooleanField(
             default=True, help_text="false: the agent writes and renames files without asking"
         )
 
+    @extend_schema_serializer(component_name="TurnStarted")
     class OutputSerializer(serializers.Serializer):
         turn = serializers.CharField()
         conversation = serializers.CharField()
@@ -292,13 +342,7 @@ class TurnStartApi(APIView):
 
     @extend_schema(
         request=InputSerializer,
-        responses={
-            202: OutputSerializer,
-            400: ErrorSerializer,
-            403: ErrorSerializer,
-            404: ErrorSerializer,
-            409: ErrorSerializer,
-        },
+        responses={202: OutputSerializer, **error_responses(400, 403, 404, 409, body=True)},
         summary="Start a turn (returns at once; the turn is tailable from that moment)",
     )
     def post(self, request, conversation_id):
@@ -319,17 +363,19 @@ class TurnStartApi(APIView):
 
 
 class TurnSteerApi(APIView):
+    @extend_schema_serializer(component_name="TurnSteer")
     class InputSerializer(serializers.Serializer):
-        expected_turn_id = serializers.CharField(help_text="The turn you mean to steer")
-        input = serializers.CharField(trim_whitespace=True)
+        expected_turn_id = StrictCharField(help_text="The turn you mean to steer")
+        input = StrictCharField(trim_whitespace=True)
 
+    @extend_schema_serializer(component_name="TurnSteered")
     class OutputSerializer(serializers.Serializer):
         turn = serializers.CharField()
         seq = serializers.IntegerField(help_text="The seq of the turn.steered event")
 
     @extend_schema(
         request=InputSerializer,
-        responses={202: OutputSerializer, **{s: ErrorSerializer for s in (400, 403, 404, 409)}},
+        responses={202: OutputSerializer, **error_responses(400, 403, 404, 409, body=True)},
         summary="Add input to the active turn (409 no_active_turn / turn_mismatch)",
     )
     def post(self, request, conversation_id):
@@ -349,16 +395,18 @@ class TurnSteerApi(APIView):
 
 
 class TurnCancelApi(APIView):
+    @extend_schema_serializer(component_name="TurnCancel")
     class InputSerializer(serializers.Serializer):
-        turn_id = serializers.CharField(help_text="The turn you mean to stop")
+        turn_id = StrictCharField(help_text="The turn you mean to stop")
 
+    @extend_schema_serializer(component_name="TurnCancelling")
     class OutputSerializer(serializers.Serializer):
         turn = serializers.CharField()
         status = serializers.CharField(help_text="Its status now; turn.cancelled follows")
 
     @extend_schema(
         request=InputSerializer,
-        responses={202: OutputSerializer, **{s: ErrorSerializer for s in (400, 403, 404, 409)}},
+        responses={202: OutputSerializer, **error_responses(400, 403, 404, 409, body=True)},
         summary="Stop the active turn (it ends with turn.cancelled)",
     )
     def post(self, request, conversation_id):
@@ -375,7 +423,7 @@ class TurnCancelApi(APIView):
 
 
 class ConversationInFlightApi(APIView):
-    @extend_schema(responses={200: InFlightOutputSerializer, 404: ErrorSerializer})
+    @extend_schema(responses={200: InFlightOutputSerializer, **error_responses(404)})
     def get(self, request, conversation_id):
         conversation, _ = conversation_access(user=request.user, conversation_id=conversation_id)
         (payload,) = in_flight_payloads([conversation])
@@ -384,7 +432,7 @@ class ConversationInFlightApi(APIView):
 
 class InFlightListApi(APIView):
     @extend_schema(
-        responses=InFlightOutputSerializer(many=True),
+        responses={200: InFlightOutputSerializer(many=True), **error_responses()},
         summary="Every conversation you can see that has a turn in flight",
     )
     def get(self, request):
@@ -392,12 +440,8 @@ class InFlightListApi(APIView):
         return Response(InFlightOutputSerializer(payloads, many=True).data)
 
 
-def _query_seq(request, name: str, default: int = 0) -> int:
-    raw = request.query_params.get(name)
-    return default if raw is None else parse_seq(raw, name)
-
-
 class ConversationEventsApi(APIView):
+    @extend_schema_serializer(component_name="EventsPage")
     class OutputSerializer(serializers.Serializer):
         events = EventSerializer(many=True)
         latest_seq = serializers.IntegerField()
@@ -406,19 +450,23 @@ class ConversationEventsApi(APIView):
 
     @extend_schema(
         parameters=[
-            OpenApiParameter("after_seq", int, description="Events with a greater seq (default 0)"),
-            OpenApiParameter("limit", int, description=f"At most this many (1-{MAX_EVENTS_PAGE})"),
+            OpenApiParameter(
+                "after_seq", _whole_number(), description="Events with a greater seq (default 0)"
+            ),
+            OpenApiParameter(
+                "limit",
+                _whole_number(1, MAX_EVENTS_PAGE),
+                description=f"At most this many (1-{MAX_EVENTS_PAGE}, default 100)",
+            ),
         ],
-        responses={200: OutputSerializer, 400: ErrorSerializer, 404: ErrorSerializer},
+        responses={200: OutputSerializer, **error_responses(400, 404)},
         summary="A page of a conversation's events, in seq order",
     )
     def get(self, request, conversation_id):
         conversation, _ = conversation_access(user=request.user, conversation_id=conversation_id)
         after_seq = _query_seq(request, "after_seq")
         check_seq_within(after_seq, conversation.last_seq, "after_seq")
-        limit = _query_seq(request, "limit", 100)
-        if not 1 <= limit <= MAX_EVENTS_PAGE:
-            raise ApplicationError("invalid_limit", f"limit must be from 1 to {MAX_EVENTS_PAGE}.")
+        limit = _query_count(request, "limit", 100, MAX_EVENTS_PAGE)
         events = selectors.events_page(
             conversation_id=conversation.pk, after_seq=after_seq, limit=limit
         )
@@ -437,6 +485,7 @@ MAX_HISTORY_EVENTS = 10_000
 
 
 class ConversationHistoryApi(APIView):
+    @extend_schema_serializer(component_name="HistoryPage")
     class OutputSerializer(serializers.Serializer):
         events = EventSerializer(many=True)
         latest_seq = serializers.IntegerField(help_text="The conversation's, to go on from live")
@@ -448,26 +497,26 @@ class ConversationHistoryApi(APIView):
     @extend_schema(
         parameters=[
             OpenApiParameter(
-                "turns", int, description=f"How many turns (1-{MAX_HISTORY_TURNS}, default 20)"
+                "turns",
+                _whole_number(1, MAX_HISTORY_TURNS),
+                description=f"How many turns (1-{MAX_HISTORY_TURNS}, default 20)",
             ),
             OpenApiParameter(
                 "events",
-                int,
+                _whole_number(1, MAX_HISTORY_EVENTS),
                 description=f"About how many events at most (1-{MAX_HISTORY_EVENTS}, default "
                 f"{MAX_EVENTS_PAGE}): fewer turns when they are long, but always one",
             ),
             OpenApiParameter("before_turn", str, description="Turns before this one"),
         ],
-        responses={200: OutputSerializer, 400: ErrorSerializer, 404: ErrorSerializer},
+        responses={200: OutputSerializer, **error_responses(400, 404)},
         summary="The latest turns, whole, the newest last (a page reads history backwards)",
         description="Every event of each turn in seq order, except the text deltas of turns "
         "that ended (their `message.completed` carries the whole text).",
     )
     def get(self, request, conversation_id):
         conversation, _ = conversation_access(user=request.user, conversation_id=conversation_id)
-        turns = _query_seq(request, "turns", 20)
-        if not 1 <= turns <= MAX_HISTORY_TURNS:
-            raise ApplicationError("invalid_turns", f"turns must be from 1 to {MAX_HISTORY_TURNS}.")
+        turns = _query_count(request, "turns", 20, MAX_HISTORY_TURNS)
         before_turn = None
         if (before := request.query_params.get("before_turn")) is not None:
             before_turn = selectors.turn_of(conversation_id=conversation.pk, turn_id=before)
@@ -475,11 +524,7 @@ class ConversationHistoryApi(APIView):
                 raise ApplicationError(
                     "invalid_before_turn", "before_turn: no such turn in this conversation."
                 )
-        events = _query_seq(request, "events", MAX_EVENTS_PAGE)
-        if not 1 <= events <= MAX_HISTORY_EVENTS:
-            raise ApplicationError(
-                "invalid_events", f"events must be from 1 to {MAX_HISTORY_EVENTS}."
-            )
+        events = _query_count(request, "events", MAX_EVENTS_PAGE, MAX_HISTORY_EVENTS)
         page = selectors.history_page(
             conversation=conversation, turns=turns, events=events, before_turn=before_turn
         )
@@ -492,23 +537,39 @@ class ConversationHistoryApi(APIView):
         return Response(self.OutputSerializer(body).data)
 
 
+class TailEventSerializer(serializers.Serializer):
+    """One event of the stream: a stored event (its envelope), or `done` at the end."""
+
+    id = serializers.CharField(required=False, help_text="The event's seq (none on `done`)")
+    event = serializers.ChoiceField(
+        choices=["message", "done"], help_text="`done` last, once the stream ends"
+    )
+    data = serializers.CharField(
+        help_text='The event\'s envelope as JSON; on `done`, {"latest_seq": N}'
+    )
+
+
 class ConversationTailApi(APIView):
     renderer_classes = [JSONRenderer]
 
     @extend_schema(
         parameters=[
-            OpenApiParameter("from_seq", int, description="Replay events after this seq"),
+            OpenApiParameter(
+                "from_seq", _whole_number(), description="Replay events after this seq"
+            ),
             OpenApiParameter(
                 "Last-Event-ID",
-                int,
+                _whole_number(),
                 location=OpenApiParameter.HEADER,
                 description="Sent by reconnecting EventSource clients; wins over from_seq",
             ),
         ],
         responses={
-            (200, "text/event-stream"): str,
-            (400, "application/json"): ErrorSerializer,
-            (404, "application/json"): ErrorSerializer,
+            (200, "text/event-stream"): TailEventSerializer,
+            **{
+                (status, "application/json"): body
+                for status, body in error_responses(400, 404).items()
+            },
         },
         summary="Tail a conversation as Server-Sent Events",
         description=(
@@ -519,11 +580,10 @@ class ConversationTailApi(APIView):
     )
     def get(self, request, conversation_id):
         conversation, _ = conversation_access(user=request.user, conversation_id=conversation_id)
-        last_event_id = request.headers.get("Last-Event-ID")
-        if last_event_id is not None:
+        # Both are checked: a bad from_seq is refused even beside a Last-Event-ID, which wins.
+        after_seq = _query_seq(request, "from_seq")
+        if (last_event_id := request.headers.get("Last-Event-ID")) is not None:
             after_seq = parse_seq(last_event_id, "Last-Event-ID")
-        else:
-            after_seq = _query_seq(request, "from_seq")
         check_seq_within(after_seq, conversation.last_seq)
         return tail_response(conversation, after_seq=after_seq)
 

@@ -1,5 +1,5 @@
-"""The decoding gate: every socket frame and every request body is decoded here, once, before
-any other code of Parley's sees it.
+"""The decoding gate: every socket frame and every request body is decoded here, once, and
+every request's URL checked, before any other code of Parley's sees it.
 
 What passes is plain JSON of bounded size and depth whose numbers are of sane length and
 finite, and whose strings (keys included) are text every database stores: no lone surrogate
@@ -12,6 +12,10 @@ import json
 import math
 
 from django.conf import settings
+from django.core.exceptions import TooManyFieldsSent
+from django.http import JsonResponse
+from django.utils.deprecation import MiddlewareMixin
+from django.views.defaults import bad_request
 from rest_framework.parsers import JSONParser
 
 from .shared import ApplicationError
@@ -116,3 +120,33 @@ class GatedJSONParser(JSONParser):
         if not raw:
             return {}
         return decode_json(raw, limit=settings.DATA_UPLOAD_MAX_MEMORY_SIZE)
+
+
+class GatedUrlMiddleware(MiddlewareMixin):
+    """Every request's path and query string through the gate, before any view reads them: a
+    NUL (%00) in an id or a search would otherwise reach the database, which PostgreSQL
+    refuses (a 500). The API answers 400 ``invalid_text`` in its error shape, pages with the
+    400 page. (A URL can hold no lone surrogate: Django decodes it with replacement.)"""
+
+    def process_request(self, request):
+        try:
+            _check_url(request)
+        except ApplicationError as error:
+            if request.path_info.startswith("/api/"):
+                return JsonResponse({"error": error.as_dict()}, status=error.status)
+            return bad_request(request, error)
+        return None
+
+
+def _check_url(request) -> None:
+    try:
+        query = request.GET
+    except TooManyFieldsSent:
+        limit = settings.DATA_UPLOAD_MAX_NUMBER_FIELDS
+        raise ApplicationError(
+            "too_many_parameters", f"The URL may have at most {limit} query parameters."
+        ) from None
+    check_text(request.path_info, what="The URL")
+    for name, values in query.lists():
+        for text in (name, *values):
+            check_text(text, what="The URL")

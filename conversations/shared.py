@@ -6,7 +6,8 @@ It imports nothing of Parley's, so any module of either app may use it.
 
 import secrets
 
-from django.core.exceptions import PermissionDenied
+from django.conf import settings
+from django.core.exceptions import PermissionDenied, RequestDataTooBig
 from django.http import Http404
 from drf_spectacular.utils import inline_serializer
 from rest_framework import exceptions as drf_exceptions
@@ -51,6 +52,43 @@ class ErrorSerializer(serializers.Serializer):
     )
 
 
+def error_responses(*statuses: int, body: bool = False) -> dict:
+    """An operation's error answers for the schema: those given, and 401 (every endpoint
+    needs a person); with ``body``, 413 and 415 too (too large, or not JSON)."""
+    return {
+        status: ErrorSerializer
+        for status in sorted({*statuses, 401, *((413, 415) if body else ())})
+    }
+
+
+# Strict input fields: DRF's own coerce ("true" and 1 are true, 123 is "123"); the API takes
+# each value as the JSON type its schema gives, or refuses it.
+
+
+class StrictCharField(serializers.CharField):
+    """A string that must be a JSON string."""
+
+    default_error_messages = {"invalid": "must be a string."}
+
+    def to_internal_value(self, data):
+        if not isinstance(data, str):
+            self.fail("invalid")
+        return super().to_internal_value(data)
+
+
+class StrictSlugField(StrictCharField, serializers.SlugField):
+    """A slug that must be a JSON string."""
+
+
+class StrictBooleanField(serializers.BooleanField):
+    """A boolean that must be a JSON boolean, true or false."""
+
+    def to_internal_value(self, data):
+        if not isinstance(data, bool):
+            self.fail("invalid")
+        return data
+
+
 def _validation_message(detail, prefix: str = "") -> str:
     """Flatten DRF's nested validation detail into one readable sentence."""
     if isinstance(detail, dict):
@@ -83,6 +121,10 @@ def api_exception_handler(exc, context):
     # Imported here: DRF's views read the parser setting, whose parser imports this module.
     from rest_framework.views import exception_handler
 
+    if isinstance(exc, RequestDataTooBig):
+        # Django refuses the body by its Content-Length before the parser's gate can.
+        limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
+        exc = ApplicationError("too_large", f"The body may be at most {limit} bytes.", status=413)
     if isinstance(exc, ApplicationError):
         return Response({"error": exc.as_dict()}, status=exc.status)
     if isinstance(exc, Http404):

@@ -20,6 +20,7 @@ from django.views.defaults import bad_request, page_not_found, permission_denied
 from . import selectors, services
 from .access import conversation_access, workspace_access
 from .agents import agent_models
+from .decoding import check_text
 from .events import TERMINAL_EVENT_TYPES
 from .models import Membership, Turn
 from .shared import ApplicationError, person
@@ -134,6 +135,9 @@ def home(request):
 def conversation_new(request):
     """Start a conversation from the home page's form, then open it."""
     try:
+        # The form's fields through the gate, as a body's: no NUL reaches the database.
+        for value in request.POST.values():
+            check_text(value, what="The form")
         workspace, _ = workspace_access(
             user=request.user,
             slug=request.POST.get("workspace", ""),

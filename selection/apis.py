@@ -1,19 +1,20 @@
 """The REST API for questions agents ask: list, read, answer, and browse a path's folder."""
 
-from drf_spectacular.utils import OpenApiParameter, extend_schema
+from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_serializer
 from rest_framework import serializers
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from conversations.access import conversation_access
 from conversations.files import UnsafePath, list_folder, relative_path, resolve_inside
-from conversations.shared import ApplicationError, ErrorSerializer, not_found
+from conversations.shared import ApplicationError, error_responses, not_found
 
 from . import selectors, services
 from .access import selection_access
 from .models import Selection
 
-ERRORS = {status: ErrorSerializer for status in (400, 403, 404, 409, 410)}
+# What answering or browsing a question may meet: bad input, not yours, unknown, settled, expired.
+ERRORS = error_responses(400, 403, 404, 409, 410)
 
 
 class SelectionSerializer(serializers.Serializer):
@@ -58,7 +59,7 @@ class SelectionListApi(APIView):
                 "addressee", str, enum=["me"], description="Only those addressed to you"
             ),
         ],
-        responses={200: SelectionSerializer(many=True), **ERRORS},
+        responses={200: SelectionSerializer(many=True), **error_responses(400, 403, 404)},
         summary="Questions you may answer, those addressed to you first, then the oldest",
     )
     def get(self, request):
@@ -88,6 +89,7 @@ class SelectionListApi(APIView):
 
 
 class WaitingApi(APIView):
+    @extend_schema_serializer(component_name="Waiting")
     class OutputSerializer(serializers.Serializer):
         count = serializers.IntegerField(help_text="Questions waiting for you")
         for_me = serializers.IntegerField(help_text="How many of them are addressed to you")
@@ -98,7 +100,7 @@ class WaitingApi(APIView):
         )
 
     @extend_schema(
-        responses={200: OutputSerializer, **ERRORS},
+        responses={200: OutputSerializer, **error_responses()},
         summary="What waits for you: every pending question you may answer, everywhere",
     )
     def get(self, request):
@@ -114,13 +116,14 @@ class WaitingApi(APIView):
 
 
 class SelectionDetailApi(APIView):
-    @extend_schema(responses={200: SelectionSerializer, **ERRORS})
+    @extend_schema(responses={200: SelectionSerializer, **error_responses(403, 404)})
     def get(self, request, selection_id):
         selection = selection_access(user=request.user, selection_id=selection_id)
         return Response(SelectionSerializer(selection).data)
 
 
 class SelectionReplyApi(APIView):
+    @extend_schema_serializer(component_name="SelectionReply")
     class InputSerializer(serializers.Serializer):
         answer = serializers.JSONField(
             required=False,
@@ -137,7 +140,7 @@ class SelectionReplyApi(APIView):
 
     @extend_schema(
         request=InputSerializer,
-        responses={200: SelectionSerializer, **ERRORS},
+        responses={200: SelectionSerializer, **error_responses(400, 403, 404, 409, 410, body=True)},
         summary="Answer, dismiss or decline a question (the first answer wins)",
     )
     def post(self, request, selection_id):
@@ -154,12 +157,20 @@ class SelectionReplyApi(APIView):
 
 
 class SelectionBrowseApi(APIView):
+    @extend_schema_serializer(component_name="FolderListing")
     class OutputSerializer(serializers.Serializer):
         selection = serializers.CharField()
         mode = serializers.CharField()
         path = serializers.CharField(help_text="The folder listed, relative to the root")
         parent = serializers.CharField(allow_null=True)
         entries = serializers.ListField(child=serializers.DictField())
+        skipped = serializers.ListField(
+            child=serializers.DictField(),
+            required=False,
+            help_text="Only when some were left out: the entries that cannot be used (a loop of "
+            "links, a link to nothing or outside, a pipe, no permission), each with "
+            "`name`, `path` and `problem`",
+        )
 
     @extend_schema(
         parameters=[OpenApiParameter("path", str, description="A folder inside the root")],
@@ -171,17 +182,17 @@ class SelectionBrowseApi(APIView):
         if selection.kind != Selection.Kind.PATH:
             raise ApplicationError("not_a_path_question", "Only path questions can be browsed.")
         services.selection_require_open(selection=selection)
-        root = resolve_inside(selection.conversation.workspace.files_root, selection.root)
         path = request.query_params.get("path", "")
         try:
-            entries = list_folder(root, path)
+            root = resolve_inside(selection.conversation.workspace.files_root, selection.root)
+            listing = list_folder(root, path)
+            here = relative_path(root, resolve_inside(root, path))
         except UnsafePath as exc:
             raise ApplicationError("invalid_path", str(exc)) from None
         except FileNotFoundError:
             raise not_found(f"Folder '{path}'") from None
         except NotADirectoryError:
             raise ApplicationError("invalid_path", f"'{path}' is a file, not a folder.") from None
-        here = relative_path(root, resolve_inside(root, path))
         folders_only = selection.mode == Selection.Mode.FOLDER
         listed = [
             {
@@ -189,7 +200,7 @@ class SelectionBrowseApi(APIView):
                 "selectable": selection.mode == Selection.Mode.ANY
                 or entry.kind == ("folder" if folders_only else "file"),
             }
-            for entry in entries
+            for entry in listing.entries
             if not (folders_only and entry.kind == "file")
         ]
         body = {
@@ -199,4 +210,6 @@ class SelectionBrowseApi(APIView):
             "parent": None if here == "" else here.rpartition("/")[0],
             "entries": listed,
         }
+        if listing.skipped:
+            body["skipped"] = [entry.as_dict() for entry in listing.skipped]
         return Response(self.OutputSerializer(body).data)
