@@ -1,6 +1,7 @@
-"""ASGI entry point: HTTP through Django, WebSockets through Channels, one server loop for both;
-under Daphne, the server loop is bound at start-up, and SIGTERM hands the process's turns back
-and closes its sockets (1012) before it stops."""
+"""ASGI entry point: HTTP through Django, WebSockets through Channels (behind the Origin check
+and the handshake's authentication), one server loop for both; under Daphne, the server loop is
+bound at start-up, and SIGTERM hands the process's turns back and closes its sockets (1012)
+before it stops."""
 
 import asyncio
 import importlib
@@ -17,7 +18,8 @@ django_asgi_app = get_asgi_application()
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from django.conf import settings  # noqa: E402
 
-from conversations.auth import BrowserOriginValidator, WebSocketAuthMiddleware  # noqa: E402
+from conversations.auth import WebSocketAuthMiddleware  # noqa: E402
+from conversations.origins import OriginCheck  # noqa: E402
 from conversations.process import server_loop  # noqa: E402
 from conversations.routing import websocket_urlpatterns  # noqa: E402
 from selection.routing import websocket_urlpatterns as people_urlpatterns  # noqa: E402
@@ -45,7 +47,7 @@ async def _mcp_endpoint():
 router = ProtocolTypeRouter(
     {
         "http": http,
-        "websocket": BrowserOriginValidator(
+        "websocket": OriginCheck(
             WebSocketAuthMiddleware(URLRouter(websocket_urlpatterns + people_urlpatterns))
         ),
     }
@@ -63,25 +65,70 @@ def _hook_daphne() -> None:
     """Daphne has no lifespan events, but it runs Twisted's asyncio reactor: start with it."""
     from twisted.internet import reactor
 
-    _allow_service_restart_close()
+    _allow_server_close_codes()
+    _close_with_a_frame_on_protocol_errors()
+    _give_sockets_their_scheme()
     reactor.callWhenRunning(_reactor_started, reactor)
 
 
-def _allow_service_restart_close() -> None:
-    """Let sockets be closed with 1012 ("service restart", registered with IANA for servers to
-    send), which Daphne's WebSocket library refuses: it accepts only 1000 and 3000-4999 from a
-    server. The frame is sent as the library would send any other close."""
+# Close codes registered with IANA for servers to send: 1011 (a server error) and 1012 (service
+# restart).
+SERVER_CLOSE_CODES = (1011, 1012)
+
+
+def _allow_server_close_codes() -> None:
+    """Let sockets be closed with 1011 and 1012, which Daphne's WebSocket library refuses: it
+    accepts only 1000 and 3000-4999 from a server. The frame is sent as the library would send
+    any other close."""
     from daphne.ws_protocol import WebSocketProtocol
 
     server_close = WebSocketProtocol.serverClose
 
     def close_socket(self, code=None):
-        if code == 1012:
+        if code in SERVER_CLOSE_CODES:
             self.sendCloseFrame(code=code, isReply=False)
         else:
             server_close(self, code)
 
     WebSocketProtocol.serverClose = close_socket
+
+
+def _close_with_a_frame_on_protocol_errors() -> None:
+    """A message over Daphne's limit (1 MiB), invalid UTF-8 in a text frame or another breach
+    of the protocol closes the socket with a close frame saying why (1009 message too big, 1007,
+    1002), as the protocol asks, rather than dropping the connection without a word, which is
+    the library's default (its ``failByDrop``)."""
+    from daphne.ws_protocol import WebSocketFactory
+
+    factory_init = WebSocketFactory.__init__
+
+    def init_factory(self, *args, **kwargs):
+        factory_init(self, *args, **kwargs)
+        self.setProtocolOptions(failByDrop=False)
+
+    WebSocketFactory.__init__ = init_factory
+
+
+def _give_sockets_their_scheme() -> None:
+    """Daphne gives a request its scheme (https over TLS, or X-Forwarded-Proto's when started
+    with --proxy-headers) but leaves it out of a socket's scope, where ASGI's default is ws:
+    give a socket its scheme the same way (wss), so that its Origin check compares the scheme
+    HTTP's CSRF check would (see conversations.origins)."""
+    from daphne.server import Server
+    from twisted.internet.interfaces import ISSLTransport
+
+    create_application = Server.create_application
+
+    def create_with_scheme(self, protocol, scope):
+        if scope.get("type") == "websocket":
+            secure = ISSLTransport.providedBy(protocol.transport)
+            forwarded = getattr(protocol, "client_scheme", None)  # with --proxy-headers
+            if forwarded:
+                secure = forwarded.lower() in ("https", "wss")
+            scope["scheme"] = "wss" if secure else "ws"
+        return create_application(self, protocol, scope)
+
+    Server.create_application = create_with_scheme
 
 
 def _reactor_started(reactor) -> None:

@@ -1,13 +1,12 @@
 """WebSocket authentication, once per socket at the handshake: a DRF token in the Authorization
-header for clients that are not browsers, else the browser's session cookie; and an Origin check
-for browsers."""
+header for clients that are not browsers, else the browser's session cookie (the Origin check
+that comes first is conversations.origins)."""
 
 from importlib import import_module
 
 from channels.auth import get_user
 from channels.db import database_sync_to_async
 from channels.middleware import BaseMiddleware
-from channels.security.websocket import OriginValidator
 from django.conf import settings
 from django.contrib.auth.models import AnonymousUser
 from django.http.cookie import parse_cookie
@@ -46,17 +45,3 @@ class WebSocketAuthMiddleware(BaseMiddleware):
             session = store(cookies.get(settings.SESSION_COOKIE_NAME))
             user = await get_user({"session": session})
         return await super().__call__(dict(scope, user=user), receive, send)
-
-
-class BrowserOriginValidator(OriginValidator):
-    """Rejects a handshake whose Origin is not one of ALLOWED_HOSTS.
-
-    Browsers always send an Origin, so a cross-site page cannot ride a person's session cookie.
-    Clients that are not browsers send none; they authenticate with a token instead.
-    """
-
-    def __init__(self, application):
-        super().__init__(application, settings.ALLOWED_HOSTS)
-
-    def valid_origin(self, parsed_origin):
-        return parsed_origin is None or self.validate_origin(parsed_origin)

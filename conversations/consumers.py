@@ -2,24 +2,20 @@
 client may send (each answered with ``ws.ack`` or ``ws.error``)."""
 
 import asyncio
-import json
 import logging
 import weakref
 from urllib.parse import parse_qs
 
-from channels.generic.websocket import AsyncWebsocketConsumer
-from django.conf import settings
-
 from . import seams, services
 from .access import conversation_access
 from .dbthreads import run_db
-from .decoding import decode_json
 from .events import check_seq_within, parse_seq
 from .feed import ConversationFeed
 from .metrics import SOCKETS_OPEN
 from .process import process_id, server_loop
 from .selectors import conversation_with_state
 from .shared import ApplicationError
+from .sockets import GuardedConsumer, anything, flag, identifier, optional_string, string
 
 logger = logging.getLogger(__name__)
 
@@ -46,7 +42,12 @@ async def close_all_sockets() -> None:
         logger.info("Closed %d socket(s) with 1012", len(sockets))
 
 
-class ConversationConsumer(AsyncWebsocketConsumer):
+def _seq(name: str, value):
+    """A seq: a JSON whole number (not a string, not a boolean), 0 or more."""
+    return parse_seq(value if isinstance(value, int) else None, name)
+
+
+class ConversationConsumer(GuardedConsumer):
     # Watchers are fed by the process's hub (conversations.broadcast), not by a layer channel
     # each: one encoding and one hand-off per event instead of a dispatch per socket.
     channel_layer_alias = None
@@ -88,7 +89,7 @@ class ConversationConsumer(AsyncWebsocketConsumer):
         wants_presence = query.get("presence", [""])[-1] in ("1", "true")
         # Subscribe before reading the state, so nothing committed after the read is missed.
         self.feed = ConversationFeed(self.conversation_id, from_seq)
-        await self.feed.__aenter__()
+        await self.settle(self.feed.__aenter__())
         conversation = await run_db(conversation_with_state, conversation_id=self.conversation_id)
         try:
             check_seq_within(from_seq, conversation.last_seq)
@@ -109,6 +110,9 @@ class ConversationConsumer(AsyncWebsocketConsumer):
         self.start_pump()
         if wants_presence:
             self.feed.on_presence(self.send_presence)
+        await self.settle(self._watch(user))
+
+    async def _watch(self, user) -> None:
         self.watcher = await run_db(
             services.watcher_add,
             conversation_id=self.conversation_id,
@@ -116,17 +120,20 @@ class ConversationConsumer(AsyncWebsocketConsumer):
             process=process_id(),
         )
 
-    async def disconnect(self, code):
+    async def clean_up(self):
         _open_sockets.discard(self)
         if self.counted:
             self.counted = False
             SOCKETS_OPEN.dec()
         if self.pump is not None:
             self.pump.cancel()
-        if self.feed is not None:
-            await self.feed.__aexit__(None, None, None)
-        if self.watcher is not None:
-            await run_db(services.watcher_remove, watcher=self.watcher)
+        try:
+            if self.feed is not None:
+                await self.feed.__aexit__(None, None, None)
+        finally:
+            if self.watcher is not None:
+                watcher, self.watcher = self.watcher, None
+                await run_db(services.watcher_remove, watcher=watcher)
 
     async def send_presence(self, text: str) -> None:
         """Who is watching now (for sockets opened with ``presence=1``)."""
@@ -170,51 +177,12 @@ class ConversationConsumer(AsyncWebsocketConsumer):
             return False
         return True
 
-    async def send_json(self, payload: dict) -> None:
-        await self.send(text_data=json.dumps(payload, separators=(",", ":")))
-
-    async def receive(self, text_data=None, bytes_data=None):
-        ref = None
-        try:
-            frame = self._parse(text_data, bytes_data)
-            ref = frame.get("ref")
-            handler = self.frame_handlers.get(frame["type"])
-            if handler is None:
-                known = ", ".join(sorted(self.frame_handlers))
-                raise ApplicationError(
-                    "unknown_type", f"Unknown frame type '{frame['type']}'; known: {known}."
-                )
-            reply = await handler(self, frame)
-        except ApplicationError as error:
-            await self.send_json({"type": "ws.error", "ref": ref, **error.as_dict()})
-            return
-        await self.send_json({"type": "ws.ack", "ref": ref, **reply})
-
-    def _parse(self, text_data, bytes_data) -> dict:
-        if text_data is None:
-            raise ApplicationError("invalid_frame", "Frames must be JSON text, not binary.")
-        limit = settings.PARLEY_WS_MAX_FRAME_BYTES
-        if len(text_data) > limit or len(text_data.encode()) > limit:
-            raise ApplicationError("frame_too_large", f"Frames may be at most {limit} bytes.")
-        frame = decode_json(text_data, limit=limit, what="The frame")
-        if not isinstance(frame, dict) or not isinstance(frame.get("type"), str):
-            raise ApplicationError(
-                "invalid_frame", "A frame is a JSON object with a string 'type'."
-            )
-        ref = frame.get("ref")
-        if ref is not None and not (isinstance(ref, (str, int)) and len(str(ref)) <= 100):
-            raise ApplicationError("invalid_frame", "'ref' must be a short string or number.")
-        return frame
-
-    # Frame handlers: each checks access, calls a service, and returns what the ack carries.
+    # Frame handlers: each gets its frame checked (see frame_fields and GuardedConsumer), checks
+    # access, calls a service, and returns what the ack carries.
 
     async def frame_turn_start(self, frame: dict) -> dict:
-        options = {}
-        for name in ("interactive", "confirm_writes"):
-            options[name] = frame.get(name, True)
-            if not isinstance(options[name], bool):
-                raise ApplicationError("invalid", f"{name}: must be true or false.")
-        turn, started = await run_db(self._turn_start, frame.get("input"), options)
+        options = {name: frame[name] for name in ("interactive", "confirm_writes")}
+        turn, started = await run_db(self._turn_start, frame["input"], options)
         return {"turn": turn.pk, "seq": started.seq}
 
     def _turn_start(self, text, options: dict):
@@ -224,7 +192,7 @@ class ConversationConsumer(AsyncWebsocketConsumer):
         )
 
     async def frame_resume(self, frame: dict) -> dict:
-        from_seq = parse_seq(frame.get("from_seq"))
+        from_seq = frame["from_seq"]
         conversation = await run_db(conversation_with_state, conversation_id=self.conversation_id)
         check_seq_within(from_seq, conversation.last_seq)
         self.feed.rewind(from_seq)
@@ -232,12 +200,10 @@ class ConversationConsumer(AsyncWebsocketConsumer):
         return {"from_seq": from_seq, "latest_seq": conversation.last_seq}
 
     async def frame_turn_steer(self, frame: dict) -> dict:
-        steered = await run_db(self._turn_steer, frame.get("expected_turn_id"), frame.get("input"))
+        steered = await run_db(self._turn_steer, frame["expected_turn_id"], frame["input"])
         return {"turn": steered.turn_id, "seq": steered.seq}
 
-    def _turn_steer(self, expected_turn_id, text):
-        if not isinstance(expected_turn_id, str):
-            raise ApplicationError("invalid", "expected_turn_id: the id of the turn to steer.")
+    def _turn_steer(self, expected_turn_id: str, text: str):
         conversation = self._conversation_to_act_on("steer turns")
         return services.turn_steer(
             conversation=conversation,
@@ -247,30 +213,25 @@ class ConversationConsumer(AsyncWebsocketConsumer):
         )
 
     async def frame_turn_cancel(self, frame: dict) -> dict:
-        turn = await run_db(self._turn_cancel, frame.get("turn_id"))
+        turn = await run_db(self._turn_cancel, frame["turn_id"])
         return {"turn": turn.pk, "status": turn.status}
 
-    def _turn_cancel(self, turn_id):
-        if not isinstance(turn_id, str):
-            raise ApplicationError("invalid", "turn_id: the id of the turn to stop.")
+    def _turn_cancel(self, turn_id: str):
         conversation = self._conversation_to_act_on("stop turns")
         return services.turn_cancel(
             conversation=conversation, user=self.scope["user"], turn_id=turn_id
         )
 
     async def frame_selection_reply(self, frame: dict) -> dict:
+        if ("answer" in frame) == ("action" in frame):
+            raise ApplicationError("invalid", "Send either an answer or an action.")
         return await run_db(self._selection_reply, frame)
 
     def _selection_reply(self, frame: dict) -> dict:
-        if ("answer" in frame) == ("action" in frame):
-            raise ApplicationError("invalid", "Send either an answer or an action.")
-        selection_id = frame.get("selection_id")
-        if not isinstance(selection_id, str):
-            raise ApplicationError("invalid", "selection_id: the id of the question.")
         return seams.questions.get().reply(
             user=self.scope["user"],
             conversation_id=self.conversation_id,
-            selection_id=selection_id,
+            selection_id=frame["selection_id"],
             answer=frame.get("answer"),
             action=frame.get("action"),
         )
@@ -288,4 +249,16 @@ class ConversationConsumer(AsyncWebsocketConsumer):
         "turn.cancel": frame_turn_cancel,
         "selection.reply": frame_selection_reply,
         "resume": frame_resume,
+    }
+    # What each frame carries, checked before its handler runs (other fields are ignored).
+    frame_fields = {
+        "turn.start": {"input": string, "interactive": flag, "confirm_writes": flag},
+        "turn.steer": {"expected_turn_id": identifier, "input": string},
+        "turn.cancel": {"turn_id": identifier},
+        "selection.reply": {
+            "selection_id": identifier,
+            "answer": anything,
+            "action": optional_string,
+        },
+        "resume": {"from_seq": _seq},
     }

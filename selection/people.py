@@ -13,13 +13,11 @@ and details are always read from the database.
 import asyncio
 import logging
 
-from autobahn.exception import Disconnected
-from channels.generic.websocket import AsyncJsonWebsocketConsumer
-
 from conversations.dbthreads import run_db
 from conversations.models import Conversation, Membership
 from conversations.notices import people_group_name
 from conversations.process import server_loop
+from conversations.sockets import GuardedConsumer
 
 from . import selectors
 
@@ -42,7 +40,7 @@ def _conversation_title(conversation_id: str) -> str:
     )
 
 
-class PersonConsumer(AsyncJsonWebsocketConsumer):
+class PersonConsumer(GuardedConsumer):
     groups_joined: tuple[str, ...] = ()
     counting: asyncio.Task | None = None
     count_again = False
@@ -59,27 +57,28 @@ class PersonConsumer(AsyncJsonWebsocketConsumer):
         # Join first, then count: nothing committed after the count goes unheard.
         workspace_ids = await run_db(_workspace_ids, self.user)
         self.groups_joined = tuple(people_group_name(pk) for pk in workspace_ids)
-        for group in self.groups_joined:
-            await self.channel_layer.group_add(group, self.channel_name)
+        await self.settle(self._join())
         await self.send_count()
 
-    async def disconnect(self, code):
+    async def _join(self) -> None:
         for group in self.groups_joined:
-            await self.channel_layer.group_discard(group, self.channel_name)
+            await self.channel_layer.group_add(group, self.channel_name)
+
+    async def clean_up(self):
         if self.counting is not None:
             self.counting.cancel()
+        for group in self.groups_joined:
+            await self.channel_layer.group_discard(group, self.channel_name)
 
-    async def send_json(self, content, close=False):
-        """Send, unless the person has gone meanwhile (a tab closed or offline while its count
-        was read): then there is no one to tell, and disconnect() cleans up."""
-        try:
-            await super().send_json(content, close)
-        except Disconnected:
-            pass
-
-    async def receive_json(self, content, **kwargs):
+    async def receive(self, text_data=None, bytes_data=None):
+        # Nothing sent here is read (or even decoded): every frame gets the same answer.
         await self.send_json(
-            {"type": "ws.error", "code": "read_only", "message": "This socket only talks."}
+            {
+                "type": "ws.error",
+                "ref": None,
+                "code": "read_only",
+                "message": "This socket only talks.",
+            }
         )
 
     async def people_notice(self, message):

@@ -1,0 +1,221 @@
+"""What every socket of Parley's shares: each frame through the decoding gate once, answered
+with ``ws.ack`` or ``ws.error`` (a handler's own bug too, as ``internal``, the socket left
+open), nothing sent to a client that has gone, and the socket's cleanup run however its
+consumer ends (a close, a crash, a client gone mid-handshake, a cancelled task)."""
+
+import asyncio
+import json
+import logging
+
+from autobahn.exception import Disconnected
+from channels.exceptions import StopConsumer
+from channels.generic.websocket import AsyncWebsocketConsumer
+from django.conf import settings
+
+from .decoding import decode_json
+from .shared import ApplicationError
+
+logger = logging.getLogger(__name__)
+
+# A server error: the socket cannot go on (a bug, logged with its traceback).
+CLOSE_INTERNAL_ERROR = 1011
+MAX_REF_CHARS = 100
+
+
+class GuardedConsumer(AsyncWebsocketConsumer):
+    """A socket consumer whose frames, failures and cleanup are taken care of.
+
+    Subclasses give ``frame_handlers`` (a frame's type → an async method taking the checked
+    frame and returning what its ``ws.ack`` carries), ``frame_fields`` (a frame's type → its
+    field checks, see ``check_frame``), and ``clean_up()``, which releases what the socket
+    holds; work whose result ``clean_up`` must release is awaited through ``settle``.
+    """
+
+    frame_handlers: dict = {}
+    frame_fields: dict = {}
+
+    _settling: list | None = None
+    _cleaning: asyncio.Task | None = None
+
+    async def __call__(self, scope, receive, send):
+        try:
+            await super().__call__(scope, receive, _ignoring_gone_clients(send))
+        finally:
+            await self._clean_up_once()
+
+    async def dispatch(self, message):
+        try:
+            await super().dispatch(message)
+        except StopConsumer:
+            raise
+        except Exception:
+            # A bug: logged with its traceback, and the consumer lives on (a failed connect
+            # closes its socket, which could not work).
+            logger.exception("Socket %s failed on %s", self.scope.get("path"), message["type"])
+            if message["type"] == "websocket.connect":
+                await self.close(code=CLOSE_INTERNAL_ERROR)
+
+    async def disconnect(self, code):
+        await self._clean_up_once()
+
+    async def clean_up(self) -> None:
+        """Release what the socket holds (called once, however the consumer ends)."""
+
+    async def settle(self, awaitable):
+        """Await work that takes something ``clean_up`` releases (a subscription, a row),
+        shielded: if the consumer is cancelled meanwhile, the work still completes and its
+        result is still released."""
+        task = asyncio.ensure_future(awaitable)
+        if self._settling is None:
+            self._settling = []
+        self._settling.append(task)
+        return await asyncio.shield(task)
+
+    async def _clean_up_once(self) -> None:
+        if self._cleaning is None:
+            self._cleaning = asyncio.ensure_future(self._clean_up_when_settled())
+        # Shielded: a consumer cancelled again while it cleans up still finishes cleaning.
+        await asyncio.shield(self._cleaning)
+
+    async def _clean_up_when_settled(self) -> None:
+        if self._settling:
+            await asyncio.wait(self._settling)
+            for task in self._settling:
+                if not task.cancelled():
+                    # Marked as seen: a failure was raised in connect, or is moot once the
+                    # consumer was cancelled (nothing was taken, nothing to release).
+                    task.exception()
+        try:
+            await self.clean_up()
+        except Exception:
+            logger.exception("Socket %s could not clean up", self.scope.get("path"))
+
+    # Frames
+
+    async def receive(self, text_data=None, bytes_data=None):
+        ref = None
+        try:
+            frame = self.decode_frame(text_data, bytes_data)
+            ref = frame.get("ref")
+            frame = self.check_frame(frame)
+            reply = await self.frame_handlers[frame["type"]](self, frame)
+        except ApplicationError as error:
+            await self.send_json({"type": "ws.error", "ref": ref, **error.as_dict()})
+            return
+        except Exception:
+            logger.exception("Socket %s failed on a frame", self.scope.get("path"))
+            error = ApplicationError(
+                "internal", "The server failed to handle this frame; the socket stays open."
+            )
+            await self.send_json({"type": "ws.error", "ref": ref, **error.as_dict()})
+            return
+        await self.send_json({"type": "ws.ack", "ref": ref, **reply})
+
+    def decode_frame(self, text_data, bytes_data) -> dict:
+        """The frame decoded by the gate: an object with a string ``type`` and, if any, a
+        short ``ref``; ApplicationError otherwise."""
+        if text_data is None:
+            raise ApplicationError("invalid_frame", "Frames must be JSON text, not binary.")
+        limit = settings.PARLEY_WS_MAX_FRAME_BYTES
+        if len(text_data) > limit:
+            raise ApplicationError("frame_too_large", f"Frames may be at most {limit} bytes.")
+        try:
+            frame = decode_json(text_data, limit=limit, what="The frame")
+        except ApplicationError as error:
+            if error.code == "too_large":
+                raise ApplicationError(
+                    "frame_too_large", f"Frames may be at most {limit} bytes."
+                ) from None
+            raise
+        if not isinstance(frame, dict) or not isinstance(frame.get("type"), str):
+            raise ApplicationError(
+                "invalid_frame", "A frame is a JSON object with a string 'type'."
+            )
+        ref = frame.get("ref")
+        if ref is not None and not (
+            isinstance(ref, str | int)
+            and not isinstance(ref, bool)
+            and len(str(ref)) <= MAX_REF_CHARS
+        ):
+            raise ApplicationError(
+                "invalid_frame",
+                f"'ref' must be a string or a whole number of at most {MAX_REF_CHARS} characters.",
+            )
+        return frame
+
+    def check_frame(self, frame: dict) -> dict:
+        """The frame's type and the fields its type reads, checked (a missing optional field
+        takes its default; fields it does not read are left out); ApplicationError otherwise."""
+        kind = frame["type"]
+        if kind not in self.frame_handlers:
+            known = ", ".join(sorted(self.frame_handlers)) or "none"
+            raise ApplicationError(
+                "unknown_type", f"Unknown frame type '{kind[:50]}'; known: {known}."
+            )
+        checked = {"type": kind, "ref": frame.get("ref")}
+        for name, check in self.frame_fields.get(kind, {}).items():
+            value = check(name, frame.get(name, MISSING))
+            if value is not MISSING:
+                checked[name] = value
+        return checked
+
+    async def send_json(self, payload: dict) -> None:
+        await self.send(text_data=json.dumps(payload, separators=(",", ":")))
+
+
+def _ignoring_gone_clients(send):
+    """The server's send, quiet once the client has gone: its close frame came in, and its
+    disconnect is on the way (and ends the consumer). Daphne's WebSocket library raises
+    Disconnected for anything sent meanwhile; there is no one to tell."""
+
+    async def send_to_client(message):
+        try:
+            await send(message)
+        except Disconnected:
+            pass
+
+    return send_to_client
+
+
+# Field checks: each takes the field's name and value (MISSING when absent) and returns the
+# value to use (MISSING to leave it out), or raises ApplicationError.
+
+
+class _Missing:
+    def __repr__(self):
+        return "MISSING"
+
+
+MISSING = _Missing()
+MAX_ID_CHARS = 64
+
+
+def string(name: str, value):
+    if not isinstance(value, str):
+        raise ApplicationError("invalid", f"{name}: must be a string.")
+    return value
+
+
+def flag(name: str, value):
+    """A boolean, true when absent."""
+    if value is MISSING:
+        return True
+    if not isinstance(value, bool):
+        raise ApplicationError("invalid", f"{name}: must be true or false.")
+    return value
+
+
+def identifier(name: str, value):
+    if not isinstance(value, str) or not 0 < len(value) <= MAX_ID_CHARS:
+        raise ApplicationError(
+            "invalid", f"{name}: must be an id (a string of 1 to {MAX_ID_CHARS} characters)."
+        )
+    return value
+
+
+def optional_string(name: str, value):
+    return value if value is MISSING else string(name, value)
+
+
+def anything(name: str, value):
+    return value
