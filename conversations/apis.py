@@ -579,13 +579,15 @@ class ConversationTailApi(APIView):
         ),
     )
     def get(self, request, conversation_id):
-        conversation, _ = conversation_access(user=request.user, conversation_id=conversation_id)
+        conversation, membership = conversation_access(
+            user=request.user, conversation_id=conversation_id
+        )
         # Both are checked: a bad from_seq is refused even beside a Last-Event-ID, which wins.
         after_seq = _query_seq(request, "from_seq")
         if (last_event_id := request.headers.get("Last-Event-ID")) is not None:
             after_seq = parse_seq(last_event_id, "Last-Event-ID")
         check_seq_within(after_seq, conversation.last_seq)
-        return tail_response(conversation, after_seq=after_seq)
+        return tail_response(conversation, after_seq=after_seq, membership=membership)
 
     def perform_content_negotiation(self, request, force=False):
         # Errors are JSON whatever the client accepts (an EventSource accepts only

@@ -6,7 +6,7 @@ import logging
 import weakref
 from urllib.parse import parse_qs
 
-from . import seams, services
+from . import revocation, seams, services
 from .access import conversation_access
 from .dbthreads import run_db
 from .events import check_seq_within, parse_seq
@@ -22,6 +22,9 @@ logger = logging.getLogger(__name__)
 CLOSE_UNAUTHENTICATED = 4401
 CLOSE_FORBIDDEN = 4403
 CLOSE_BAD_REQUEST = 4400
+# The person's role was lowered while the socket was open: reconnect (a page reloads) to go on as
+# what they now are.
+CLOSE_ACCESS_CHANGED = 4409
 # The server is restarting: reconnect now (another process serves the same conversation).
 CLOSE_SERVICE_RESTART = 1012
 # A socket sending a long batch yields to the loop this often.
@@ -55,6 +58,8 @@ class ConversationConsumer(GuardedConsumer):
     feed: ConversationFeed | None = None
     pump: asyncio.Task | None = None
     watcher = None
+    held: revocation.Held | None = None  # the access this socket was opened with
+    closing: asyncio.Task | None = None
     counted = False  # whether this socket is in SOCKETS_OPEN
 
     async def connect(self):
@@ -78,6 +83,12 @@ class ConversationConsumer(GuardedConsumer):
         except ApplicationError:
             await self.close(code=CLOSE_FORBIDDEN)
             return
+        self.held = revocation.hold(
+            user_id=user.pk,
+            workspace_id=self.membership.workspace_id,
+            role=self.membership.role,
+            revoke=self.revoked,
+        )
         query = parse_qs(
             self.scope.get("query_string", b"").decode("latin1"), keep_blank_values=True
         )
@@ -120,8 +131,17 @@ class ConversationConsumer(GuardedConsumer):
             process=process_id(),
         )
 
+    def revoked(self, kind: str) -> None:
+        """The person lost access (see conversations.revocation): nothing more is sent, and the
+        socket closes (4403 removed, 4409 role lowered)."""
+        if self.pump is not None:
+            self.pump.cancel()
+        code = CLOSE_FORBIDDEN if kind == revocation.REMOVED else CLOSE_ACCESS_CHANGED
+        self.closing = asyncio.get_running_loop().create_task(self.close(code=code))
+
     async def clean_up(self):
         _open_sockets.discard(self)
+        revocation.let_go(self.held)
         if self.counted:
             self.counted = False
             SOCKETS_OPEN.dec()
@@ -193,7 +213,10 @@ class ConversationConsumer(GuardedConsumer):
 
     async def frame_resume(self, frame: dict) -> dict:
         from_seq = frame["from_seq"]
-        conversation = await run_db(conversation_with_state, conversation_id=self.conversation_id)
+        # Checked again: a replay is for members only, and access may have gone meanwhile.
+        conversation, _ = await run_db(
+            conversation_access, user=self.scope["user"], conversation_id=self.conversation_id
+        )
         check_seq_within(from_seq, conversation.last_seq)
         self.feed.rewind(from_seq)
         self.start_pump()

@@ -26,6 +26,7 @@ class ConversationFeed:
         self.last_seq = after_seq
         self._replay = True
         self._subscription: Subscription | None = None
+        self.interrupted = False
 
     async def __aenter__(self) -> "ConversationFeed":
         self._subscription = await hub.subscribe(self.conversation_id)
@@ -41,6 +42,13 @@ class ConversationFeed:
         the conversation changes."""
         self._subscription.on_presence = callback
 
+    def interrupt(self) -> None:
+        """End the feed: a waiting ``next_batch`` returns at once, and every later one with
+        nothing."""
+        self.interrupted = True
+        if self._subscription is not None:
+            self._subscription.put([])
+
     def rewind(self, after_seq: int) -> None:
         """Send everything after ``after_seq`` again (a client that saw a hole asks for this)."""
         self.last_seq = after_seq
@@ -52,6 +60,8 @@ class ConversationFeed:
         deadline = None if timeout is None else loop.time() + timeout
         poll = settings.PARLEY_FEED_POLL_SECONDS
         while True:
+            if self.interrupted:
+                return []
             if self._replay:
                 # Retried while the database is away: the watcher waits, then catches up.
                 frames = await run_db_retrying(

@@ -39,6 +39,11 @@ TURNS_RELEASED = Counter(
 QUESTIONS_PARKED = Gauge(
     "parley_questions_parked", "Questions turns in this process's memory are waiting on"
 )
+ACCESS_REVOKED = Counter(
+    "parley_access_revoked",
+    "Sockets and tails closed because their person lost access to the workspace",
+    ["kind"],  # removed, lowered
+)
 WAKEUPS_RECOVERED = Counter(
     "parley_lost_wakeups_recovered",
     "Wake-ups the channel layer lost, made good from the database",

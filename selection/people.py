@@ -13,6 +13,7 @@ and details are always read from the database.
 import asyncio
 import logging
 
+from conversations import revocation
 from conversations.dbthreads import run_db
 from conversations.models import Conversation, Membership
 from conversations.notices import people_group_name
@@ -25,12 +26,15 @@ logger = logging.getLogger(__name__)
 
 CLOSE_UNAUTHENTICATED = 4401
 CLOSE_SERVICE_RESTART = 1012
+# The person's access changed (a workspace left, a role lowered): reconnect, to hear of what
+# they may now see.
+CLOSE_ACCESS_CHANGED = 4409
 # The kinds of question notices that name the people they are for.
 ADDRESSED_KINDS = ("reminded", "escalated")
 
 
-def _workspace_ids(user) -> list[int]:
-    return list(Membership.objects.filter(user=user).values_list("workspace_id", flat=True))
+def _memberships(user) -> list[tuple[int, str]]:
+    return list(Membership.objects.filter(user=user).values_list("workspace_id", "role"))
 
 
 def _conversation_title(conversation_id: str) -> str:
@@ -42,7 +46,9 @@ def _conversation_title(conversation_id: str) -> str:
 
 class PersonConsumer(GuardedConsumer):
     groups_joined: tuple[str, ...] = ()
+    held: tuple[revocation.Held, ...] = ()
     counting: asyncio.Task | None = None
+    closing: asyncio.Task | None = None
     count_again = False
 
     async def connect(self):
@@ -55,8 +61,14 @@ class PersonConsumer(GuardedConsumer):
             await self.close(code=CLOSE_UNAUTHENTICATED)
             return
         # Join first, then count: nothing committed after the count goes unheard.
-        workspace_ids = await run_db(_workspace_ids, self.user)
-        self.groups_joined = tuple(people_group_name(pk) for pk in workspace_ids)
+        memberships = await run_db(_memberships, self.user)
+        self.held = tuple(
+            revocation.hold(
+                user_id=self.user.pk, workspace_id=pk, role=role, revoke=self.access_changed
+            )
+            for pk, role in memberships
+        )
+        self.groups_joined = tuple(people_group_name(pk) for pk, _ in memberships)
         await self.settle(self._join())
         await self.send_count()
 
@@ -64,7 +76,18 @@ class PersonConsumer(GuardedConsumer):
         for group in self.groups_joined:
             await self.channel_layer.group_add(group, self.channel_name)
 
+    def access_changed(self, kind: str) -> None:
+        """A workspace of the person's was left or their role in it lowered (see
+        conversations.revocation): the client reconnects, to what it may now hear."""
+        if self.closing is not None:
+            return
+        for held in self.held:
+            revocation.let_go(held)
+        self.closing = asyncio.get_running_loop().create_task(self.close(code=CLOSE_ACCESS_CHANGED))
+
     async def clean_up(self):
+        for held in self.held:
+            revocation.let_go(held)
         if self.counting is not None:
             self.counting.cancel()
         for group in self.groups_joined:

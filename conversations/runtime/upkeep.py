@@ -9,7 +9,7 @@ import time
 
 from django.conf import settings
 
-from .. import seams, services
+from .. import revocation, seams, services
 from ..agents import agent_is_resumable
 from ..dbthreads import is_transient, run_db
 from ..process import layer_is_shared, process_id
@@ -62,6 +62,8 @@ class Upkeep:
                     reap_foreign=reap_foreign,
                     forget_others=reap,
                 )
+                # Access lost by a change made elsewhere (another process, SQL).
+                await revocation.check()
             except Exception as exc:
                 if not is_transient(exc):
                     logger.exception("Turn upkeep failed; trying again in %.0f s", interval)

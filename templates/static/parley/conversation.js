@@ -137,7 +137,14 @@ const stream = new ConversationStream({
   onClosedForGood(reason) {
     if (reason === "signed-out") window.location.assign(config.login_url);
     else if (reason === "reset") window.location.reload();
-    else connectionText.textContent = "You no longer have access to this conversation.";
+    else {
+      // No longer a member: nothing here can be done any more, and nothing more arrives.
+      connectionText.textContent = "Your access to this workspace was removed.";
+      composer?.querySelectorAll("textarea, button").forEach((control) => {
+        control.disabled = true;
+      });
+      stopButton?.setAttribute("hidden", "");
+    }
   },
 });
 retryButton.addEventListener("click", () => stream.reconnectNow());

@@ -11,6 +11,10 @@
 
 const BACKOFF_SECONDS = [1, 2, 4, 8, 16];
 const SERVICE_RESTART = 1012;
+// The person's access changed while the page was open: 4403 they are no longer a member (the
+// page says so and stops), 4409 their role was lowered (the page reloads as what they now are).
+const FORBIDDEN = 4403;
+const ACCESS_CHANGED = 4409;
 const RESUME_REF = "resume";
 // A resume that brings nothing back this long is given up: the socket is dropped and the
 // reconnect (from the last seq applied) fills the hole instead.
@@ -149,10 +153,15 @@ export class ConversationStream {
     if (socket !== this.socket) return;
     this.socket = null;
     if (this.stopped) return;
-    if (event.code === 4401 || event.code === 4403) {
+    if (event.code === 4401 || event.code === FORBIDDEN) {
       this.stopped = true;
       this.setState("closed");
       this.onClosedForGood(event.code === 4401 ? "signed-out" : "forbidden");
+      return;
+    }
+    if (event.code === ACCESS_CHANGED) {
+      this.stopped = true;
+      this.onClosedForGood("reset");
       return;
     }
     // Still "live" here means the socket was ready until it closed (see receive): only such a

@@ -1,0 +1,137 @@
+"""Access that follows membership live.
+
+A socket or a tail opened on a workspace's conversation holds the access it was opened with
+(``Held``: the person, the workspace, the role). When the person loses it (their membership
+removed, their role lowered, their account deactivated), what they hold is revoked: a socket
+closes (4403 when they are no longer a member, so the page says so and stops; 4409 when their
+role was lowered, so the page reloads as what they now are) and a tail ends.
+
+Each process compares what is held in it with the database, in one query: at once when a change
+commits in this process (the admin, a service, the shell: model signals), and at every upkeep
+otherwise (a change made by another process, or by SQL). Every process so acts within one
+upkeep interval, whatever channel layer it has.
+"""
+
+import asyncio
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from django.contrib.auth import get_user_model
+from django.db import transaction
+from django.db.models.signals import post_delete, post_save
+
+from .dbthreads import run_db
+from .metrics import ACCESS_REVOKED
+from .models import Membership
+from .process import server_loop
+
+logger = logging.getLogger(__name__)
+
+REMOVED = "removed"  # no longer a member (or the account was deactivated)
+LOWERED = "lowered"  # still a member, with a lesser role
+
+RANKS = {Membership.Role.VIEWER: 0, Membership.Role.MEMBER: 1, Membership.Role.OWNER: 2}
+
+
+@dataclass(eq=False)
+class Held:
+    """Access held by a socket or a tail in this process."""
+
+    user_id: int
+    workspace_id: int
+    role: str
+    # Called on the server loop, once, with REMOVED or LOWERED.
+    revoke: Callable[[str], None]
+
+
+_held: set[Held] = set()
+_checking: asyncio.Task | None = None
+_check_again = False
+
+
+def hold(*, user_id: int, workspace_id: int, role: str, revoke: Callable[[str], None]) -> Held:
+    held = Held(user_id, workspace_id, role, revoke)
+    _held.add(held)
+    return held
+
+
+def let_go(held: Held | None) -> None:
+    if held is not None:
+        _held.discard(held)
+
+
+def _roles(pairs: set[tuple[int, int]]) -> dict[tuple[int, int], str]:
+    """The role of each (person, workspace) pair that is still a membership of an active
+    account."""
+    rows = Membership.objects.filter(
+        user_id__in={user for user, _ in pairs},
+        workspace_id__in={workspace for _, workspace in pairs},
+        user__is_active=True,
+    ).values_list("user_id", "workspace_id", "role")
+    return {(user, workspace): role for user, workspace, role in rows}
+
+
+async def check() -> int:
+    """Revoke what is held here and was lost in the database. Returns how many."""
+    if not _held:
+        return 0
+    roles = await run_db(_roles, {(held.user_id, held.workspace_id) for held in _held})
+    revoked = 0
+    for held in list(_held):
+        role = roles.get((held.user_id, held.workspace_id))
+        if role is None:
+            kind = REMOVED
+        elif RANKS.get(role, 0) < RANKS.get(held.role, 0):
+            kind = LOWERED
+        else:
+            continue
+        _held.discard(held)
+        revoked += 1
+        ACCESS_REVOKED.labels(kind).inc()
+        try:
+            held.revoke(kind)
+        except Exception:
+            logger.exception("Could not revoke access of person %s", held.user_id)
+    if revoked:
+        logger.info("Access changed: %d socket(s) or tail(s) closed", revoked)
+    return revoked
+
+
+def check_soon() -> None:
+    """Run a check on the server loop soon (at most one at a time; one more if asked meanwhile).
+    Call on the loop."""
+    global _checking, _check_again
+    if _checking is not None and not _checking.done():
+        _check_again = True
+        return
+    _checking = asyncio.get_running_loop().create_task(_check_until_settled())
+
+
+async def _check_until_settled() -> None:
+    global _check_again
+    while True:
+        _check_again = False
+        try:
+            await check()
+        except Exception:
+            logger.warning("Could not check access; upkeep will", exc_info=True)
+        if not _check_again:
+            return
+
+
+def _changed(**kwargs) -> None:
+    """A membership or an account changed here: check once it commits (if this process
+    serves sockets)."""
+    transaction.on_commit(lambda: server_loop.call_soon(check_soon))
+
+
+def _account_saved(instance, **kwargs) -> None:
+    if not instance.is_active:
+        _changed()
+
+
+def connect_signals() -> None:
+    post_save.connect(_changed, sender=Membership, dispatch_uid="parley-access-membership")
+    post_delete.connect(_changed, sender=Membership, dispatch_uid="parley-access-removed")
+    post_save.connect(_account_saved, sender=get_user_model(), dispatch_uid="parley-access-account")

@@ -1,0 +1,65 @@
+"""Access follows membership on every process: a person removed (or lowered) in the admin served
+by process A loses the sockets and tails that process B serves them, within B's upkeep."""
+
+import asyncio
+
+from tests.conftest import receive_json
+from tests.conversations.test_access_live import (
+    MEMBERSHIPS,
+    admin_client,
+    closed_with,
+    membership_of,
+    parked_conversation,
+    ready,
+    sse_events,
+    tail_lines,
+)
+from tests.selection.test_admin_live import message_after, post_form
+
+
+async def test_a_member_removed_on_one_process_loses_what_another_serves(nodes, people):
+    a, b = nodes
+    admin = await admin_client(a, people)
+    try:
+        cid, _ = await asyncio.to_thread(parked_conversation, b, people)
+        lines: list[str] = []
+        async with b.connect(cid, people.bob) as bob, b.connect(cid, people.alice) as alice:
+            await ready(bob)
+            await ready(alice)
+            tail = asyncio.create_task(tail_lines(b, people.bob, cid, lines))
+            membership = await membership_of(people.bob, people.workspace)
+            # Lowered first: B closes bob's socket with 4409, and his tail reads on.
+            form = {"user": people.bob.user.pk, "workspace": people.workspace.pk, "role": "viewer"}
+            changed = await asyncio.to_thread(
+                post_form, admin, f"{MEMBERSHIPS}{membership}/change/", form
+            )
+            assert changed.status_code == 302, changed.text
+            assert await closed_with(bob) == 4409
+            assert not tail.done()
+            async with b.connect(cid, people.bob) as bob:
+                assert (await ready(bob))["role"] == "viewer"
+                # Then removed: B closes it with 4403 and ends the tail with an error.
+                delete = f"{MEMBERSHIPS}{membership}/delete/"
+                done = await asyncio.to_thread(post_form, admin, delete, {"post": "yes"})
+                assert "was deleted successfully" in await asyncio.to_thread(
+                    message_after, admin, done
+                )
+                assert await closed_with(bob) == 4403
+            async with asyncio.timeout(60):
+                await tail
+            *_, (name, data) = sse_events(lines)
+            assert name == "error" and data["error"]["code"] == "access_removed"
+            # Alice, on the same process, is not touched.
+            await alice.send('{"type": "resume", "ref": "r", "from_seq": 0}')
+            frame = await ready_or_ack(alice)
+            assert frame["ref"] == "r"
+    finally:
+        admin.close()
+
+
+async def ready_or_ack(ws) -> dict:
+    """The next ws.ack on the socket (events before it are skipped)."""
+    frame = await receive_json(ws, timeout=60)
+    while frame.get("type") != "ws.ack":
+        frame = await receive_json(ws, timeout=60)
+    return frame

@@ -1,0 +1,217 @@
+"""Access follows membership live: a person removed from a workspace (in the admin), lowered to
+a lesser role, or whose account is deactivated (even by SQL, which no signal sees) has their open
+sockets closed and their tails ended, while everyone else goes on."""
+
+import asyncio
+import json
+
+import httpx
+import pytest
+import websockets
+from asgiref.sync import sync_to_async
+from django.contrib.auth import get_user_model
+from django.db import connection
+
+from conversations.models import Membership
+from tests.conftest import receive_json, wait_until
+from tests.selection.test_admin_live import admin_of, message_after, post_form
+from tests.selection.test_questions_live import (
+    ask,
+    create_conversation,
+    reply,
+    start,
+    wait_pending,
+)
+
+MEMBERSHIPS = "/admin/conversations/membership/"
+# Generous: a change made outside the server is seen at its next upkeep (a few seconds).
+CEILING = 60
+
+
+@pytest.fixture
+def admin(server, people):
+    client = admin_of(server, people)
+    yield client
+    client.close()
+
+
+# The test's own database work, from its async tests: in a thread, whose connection is closed
+# after (the test database cannot be dropped while one is open).
+
+
+@sync_to_async
+def membership_of(person, workspace) -> int:
+    try:
+        return Membership.objects.get(user=person.user, workspace=workspace).pk
+    finally:
+        connection.close()
+
+
+@sync_to_async
+def deactivate(person) -> int:
+    # An update: no model signal, so only the server's upkeep can notice.
+    try:
+        return get_user_model().objects.filter(pk=person.user.pk).update(is_active=False)
+    finally:
+        connection.close()
+
+
+@sync_to_async
+def admin_client(server, people):
+    try:
+        return admin_of(server, people)
+    finally:
+        connection.close()
+
+
+def parked_conversation(server, people) -> tuple[str, dict]:
+    """A conversation of bob's whose turn waits on a question (so a tail follows it)."""
+    with server.client(people.bob) as client:
+        cid = create_conversation(client)
+        start(client, cid, [{"say": "Before. "}, ask(kind="text"), {"say": "After."}])
+        return cid, wait_pending(client, cid)
+
+
+async def ready(ws) -> dict:
+    frame = await receive_json(ws, timeout=CEILING)
+    while frame["type"] != "ws.ready":
+        frame = await receive_json(ws, timeout=CEILING)
+    return frame
+
+
+async def closed_with(ws) -> int:
+    """Read the socket until the server closes it; its close code."""
+    with pytest.raises(websockets.ConnectionClosed) as closed:
+        async with asyncio.timeout(CEILING):
+            while True:
+                await ws.recv()
+    return closed.value.rcvd.code
+
+
+async def tail_lines(server, person, cid, into: list[str]) -> None:
+    """Read a tail until it ends, keeping its lines."""
+    async with server.async_client(person) as client:
+        path = f"/api/conversations/{cid}/tail/"
+        async with client.stream("GET", path, timeout=CEILING) as response:
+            assert response.status_code == 200
+            async for line in response.aiter_lines():
+                into.append(line)
+
+
+def sse_events(lines: list[str]) -> list[tuple[str, dict]]:
+    """The (event, data) of each SSE event read ("message" when unnamed)."""
+    events, name = [], "message"
+    for line in lines:
+        if line.startswith("event: "):
+            name = line.removeprefix("event: ")
+        elif line.startswith("data: "):
+            events.append((name, json.loads(line.removeprefix("data: "))))
+            name = "message"
+    return events
+
+
+async def test_a_member_removed_in_the_admin_loses_their_socket_and_tail_at_once(
+    server, people, admin
+):
+    cid, pending = await asyncio.to_thread(parked_conversation, server, people)
+    bob_lines: list[str] = []
+    async with (
+        server.connect(cid, people.bob) as bob,
+        server.connect(cid, people.alice) as alice,
+    ):
+        assert (await ready(bob))["role"] == "member"
+        await ready(alice)
+        bob_tail = asyncio.create_task(tail_lines(server, people.bob, cid, bob_lines))
+        await asyncio.to_thread(
+            wait_until, lambda: ": connected" in bob_lines, CEILING, "bob's tail to open"
+        )
+        membership = await membership_of(people.bob, people.workspace)
+        delete = f"{MEMBERSHIPS}{membership}/delete/"
+        done = await asyncio.to_thread(post_form, admin, delete, {"post": "yes"})
+        assert "was deleted successfully" in await asyncio.to_thread(message_after, admin, done)
+
+        assert await closed_with(bob) == 4403
+        async with asyncio.timeout(CEILING):
+            await bob_tail
+        *_, (name, data) = sse_events(bob_lines)
+        assert name == "error" and data["error"]["code"] == "access_removed"
+        # Everyone else goes on: alice's socket still answers, and sees the turn go on.
+        await alice.send(json.dumps({"type": "resume", "ref": "r", "from_seq": 0}))
+        with server.client(people.alice) as client:
+            assert reply(client, pending["id"], answer="fine").status_code == 200
+        seen = []
+        async with asyncio.timeout(CEILING):
+            while not any(f.get("type") == "turn.completed" for f in seen):
+                seen.append(await receive_json(alice, timeout=CEILING))
+        assert {"type": "ws.ack", "ref": "r"}.items() <= next(
+            f for f in seen if f.get("type") == "ws.ack"
+        ).items()
+    # Nothing is replayed to bob any more, by REST or by socket.
+    with server.client(people.bob) as client:
+        assert client.get(f"/api/conversations/{cid}/events/").status_code == 404
+    async with server.connect(cid, people.bob, from_seq=0) as bob:
+        assert await closed_with(bob) == 4403
+    metrics = (await asyncio.to_thread(httpx.get, f"{server.url}/metrics")).text
+    assert 'parley_access_revoked_total{kind="removed"} 2.0' in metrics
+
+
+async def test_a_role_lowered_in_the_admin_closes_with_4409_and_the_socket_comes_back_as_viewer(
+    server, people, admin
+):
+    cid, pending = await asyncio.to_thread(parked_conversation, server, people)
+    bob_lines: list[str] = []
+    async with server.connect(cid, people.bob) as bob:
+        assert (await ready(bob))["role"] == "member"
+        bob_tail = asyncio.create_task(tail_lines(server, people.bob, cid, bob_lines))
+        await asyncio.to_thread(
+            wait_until, lambda: ": connected" in bob_lines, CEILING, "bob's tail to open"
+        )
+        membership = await membership_of(people.bob, people.workspace)
+        change = f"{MEMBERSHIPS}{membership}/change/"
+        form = {"user": people.bob.user.pk, "workspace": people.workspace.pk, "role": "viewer"}
+        done = await asyncio.to_thread(post_form, admin, change, form)
+        assert done.status_code == 302, done.text
+        assert await closed_with(bob) == 4409
+    async with server.connect(cid, people.bob, from_seq=0) as bob:
+        assert (await ready(bob))["role"] == "viewer"
+        await bob.send(json.dumps({"type": "turn.start", "ref": "s", "input": "hello"}))
+        frame = await receive_json(bob, timeout=CEILING)
+        while frame["type"] != "ws.error":
+            frame = await receive_json(bob, timeout=CEILING)
+        assert frame["code"] == "forbidden"
+    # A viewer still reads: the tail goes on to the turn's end.
+    with server.client(people.alice) as client:
+        assert reply(client, pending["id"], answer="fine").status_code == 200
+    async with asyncio.timeout(CEILING):
+        await bob_tail
+    *_, (name, _) = sse_events(bob_lines)
+    assert name == "done"
+    assert any(data.get("type") == "turn.completed" for event, data in sse_events(bob_lines))
+
+
+async def test_an_account_deactivated_by_sql_loses_every_socket_at_the_next_upkeep(
+    server, people, conversation
+):
+    async with (
+        server.connect(conversation.pk, people.bob) as bob,
+        websockets.connect(
+            f"ws://127.0.0.1:{server.port}/ws/me/", additional_headers=people.bob.headers
+        ) as me,
+        server.connect(conversation.pk, people.carol) as carol,
+    ):
+        await ready(bob)
+        await ready(carol)
+        assert (await receive_json(me, timeout=CEILING))["type"] == "waiting"
+        assert await deactivate(people.bob) == 1
+        assert await closed_with(bob) == 4403
+        # The person's own socket is told to reconnect, and then is refused.
+        assert await closed_with(me) == 4409
+        await carol.send(json.dumps({"type": "resume", "ref": "still", "from_seq": 0}))
+        frame = await receive_json(carol, timeout=CEILING)
+        while frame["type"] != "ws.ack":
+            frame = await receive_json(carol, timeout=CEILING)
+        assert frame["ref"] == "still"
+    async with websockets.connect(
+        f"ws://127.0.0.1:{server.port}/ws/me/", additional_headers=people.bob.headers
+    ) as me:
+        assert await closed_with(me) == 4401
