@@ -10,7 +10,10 @@ PostgreSQL and Redis in a scratch folder, and two Parley processes A and B shari
   comparison with the one-process figure, Parley's own refused reply on A), sample by sample;
   the ratio of the p50s is taken within each round;
 - **one stream fanned out across processes**: a flood agent's turn started on A, watched by 20
-  sockets on A and 20 on B, beside the bare consumer's ceiling for 20 sockets in the same round.
+  sockets on A and 20 on B, beside the bare consumer's ceiling for 20 sockets in the same round;
+- **access removed**: a guest with a socket open on A and one on B is removed from the workspace
+  in A's admin; timed from sending the admin's delete to each socket's close (4403): A acts
+  once the change commits, B once A tells it over Redis.
 
 Run alone with ``.venv/bin/python -m bench.cluster [--quick]``; bench/run.py runs it as its
 last stage. Every process, PostgreSQL and Redis are stopped and the scratch folder removed
@@ -19,14 +22,19 @@ whatever happens.
 
 import argparse
 import asyncio
+import os
+import re
 import shutil
+import subprocess
 import sys
 import time
 from contextlib import ExitStack, contextmanager
 
 import httpx
+import websockets
 
 from bench.run import (
+    ROOT,
     Daphne,
     Parley,
     ceiling_round,
@@ -72,13 +80,96 @@ def two_processes():
                 scratch / f"parley-{name}.log",
             )
             stack.callback(servers[name].stop)
+        guest = _make_guest(env)
         bare = Daphne(
             [python, "-m", "daphne", "bench.bare_app:application"],
             {"DJANGO_SETTINGS_MODULE": "config.settings", "PARLEY_VAR_DIR": str(scratch / "var")},
             scratch / "bare.log",
         )
         stack.callback(bare.stop)
-        yield servers["a"], servers["b"], bare, token
+        yield servers["a"], servers["b"], bare, token, guest
+
+
+def _make_guest(env: dict) -> dict:
+    """A second person, not yet a member, with a token (for the access round)."""
+    script = (
+        "from django.contrib.auth import get_user_model;"
+        "from rest_framework.authtoken.models import Token;"
+        "from conversations.models import Workspace;"
+        "u = get_user_model().objects.create_user('guest', password='guest');"
+        "print(u.pk, Workspace.objects.get(slug='bench').pk, Token.objects.create(user=u).key)"
+    )
+    out = subprocess.run(
+        [sys.executable, "manage.py", "shell", "-c", script],
+        cwd=ROOT,
+        env={**os.environ, **env},
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
+    user, workspace, token = out.strip().splitlines()[-1].split()
+    return {"user": user, "workspace": workspace, "token": token}
+
+
+class Admin:
+    """The bench's superuser in A's Django admin."""
+
+    def __init__(self, server: Daphne):
+        self.http = httpx.AsyncClient(base_url=f"http://127.0.0.1:{server.port}", timeout=120)
+
+    async def post(self, path: str, data: dict) -> httpx.Response:
+        page = await self.http.get(path)
+        token = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', page.text).group(1)
+        return await self.http.post(
+            path,
+            data={**data, "csrfmiddlewaretoken": token},
+            headers={"Referer": f"{self.http.base_url}{path}"},
+        )
+
+    async def log_in(self) -> None:
+        done = await self.post("/admin/login/", {"username": "bench", "password": "bench"})
+        assert done.status_code == 302, done.text
+
+    async def add_membership(self, guest: dict) -> str:
+        data = {"user": guest["user"], "workspace": guest["workspace"], "role": "member"}
+        done = await self.post("/admin/conversations/membership/add/", data)
+        assert done.status_code == 302, done.text
+        page = (await self.http.get(done.headers["Location"])).text
+        return re.search(r"/admin/conversations/membership/(\d+)/change/", page).group(1)
+
+
+async def access_round(a: Parley, b: Parley, admin: Admin, guest: dict, samples: int) -> dict:
+    """``samples`` times: the guest made a member, a socket of theirs opened on A and one on B,
+    then the membership deleted in A's admin; milliseconds from sending the delete to each
+    socket's close."""
+    cid = await a.conversation()
+    headers = {"Authorization": f"Token {guest['token']}"}
+    times = {"a": [], "b": []}
+
+    async def closed(ws, started: float) -> float:
+        try:
+            while True:
+                await ws.recv()
+        except websockets.ConnectionClosed as closing:
+            assert closing.rcvd is not None and closing.rcvd.code == 4403, closing
+        return (time.perf_counter() - started) * 1000
+
+    for _ in range(samples):
+        membership = await admin.add_membership(guest)
+        path = f"/ws/conversations/{cid}/"
+        async with a.server.ws(path, headers) as on_a, b.server.ws(path, headers) as on_b:
+            await on_a.recv()  # ws.ready
+            await on_b.recv()
+            started = time.perf_counter()
+            delete = f"/admin/conversations/membership/{membership}/delete/"
+            waiting = [asyncio.create_task(closed(ws, started)) for ws in (on_a, on_b)]
+            done = await admin.post(delete, {"post": "yes"})
+            assert done.status_code == 302, done.text
+            async with asyncio.timeout(60):
+                on_a_ms, on_b_ms = await asyncio.gather(*waiting)
+        times["a"].append(on_a_ms)
+        times["b"].append(on_b_ms)
+    return times
 
 
 async def answer_across(a: Parley, b: Parley, bare: httpx.AsyncClient, samples: int) -> dict:
@@ -165,11 +256,12 @@ async def run(quick: bool, rounds: int) -> dict:
     samples = 15 if quick else 40
     events = 2_000 if quick else 10_000
     per_process = SOCKETS_PER_PROCESS
-    with two_processes() as (server_a, server_b, bare_server, token):
+    with two_processes() as (server_a, server_b, bare_server, token, guest):
         a, b = Parley(server_a, token), Parley(server_b, token)
         bare = httpx.AsyncClient(
             base_url=f"http://127.0.0.1:{bare_server.port}", headers=a.headers, timeout=120
         )
+        admin = Admin(server_a)
         questions, ceiling, fan_out = [], [], []
         try:
             for number in range(rounds):
@@ -177,8 +269,10 @@ async def run(quick: bool, rounds: int) -> dict:
                 questions.append(await answer_across(a, b, bare, samples))
                 ceiling.append(await ceiling_round(bare_server, per_process, events))
                 fan_out.append(await fan_out_round(a, b, per_process, events))
+            await admin.log_in()
+            access = await access_round(a, b, admin, guest, 5 if quick else 20)
         finally:
-            for client in (a.http, b.http, bare):
+            for client in (a.http, b.http, bare, admin.http):
                 await client.aclose()
 
     def pooled(key: str) -> list[float]:
@@ -221,6 +315,12 @@ async def run(quick: bool, rounds: int) -> dict:
             "b_vs_ceiling": within([f["deliveries_per_s_b"] for f in fan_out], ceiling),
             "raw": {"ceiling": ceiling, "parley": fan_out},
         },
+        "access": {
+            "samples": len(access["a"]),
+            "delete_to_close_ms_same_process": spread(access["a"]),
+            "delete_to_close_ms_other_process": spread(access["b"]),
+            "max_ms_other_process": max(access["b"]),
+        },
     }
 
 
@@ -248,6 +348,11 @@ def report(results: dict) -> list[str]:
         f"deliveries/s; per process A {f['a_vs_ceiling']:.0%}, B {f['b_vs_ceiling']:.0%} of it; "
         f"all {2 * n} sockets {f['total_vs_ceiling']:.0%} of it, "
         f"{f['total_vs_twice_ceiling']:.0%} of twice it",
+        f"  a guest removed in A's admin ({results['access']['samples']} samples), from sending "
+        "the delete to the guest's socket closing (4403):",
+        f"    on A: p50 {results['access']['delete_to_close_ms_same_process']['p50']:.1f} ms; "
+        f"on B: p50 {results['access']['delete_to_close_ms_other_process']['p50']:.0f} ms, "
+        f"at most {results['access']['max_ms_other_process']:.0f} ms",
     ]
 
 

@@ -26,6 +26,10 @@ LAYER_BATCH = 200
 PRESENCE_SETTLE_SECONDS = 0.05
 
 
+# Every process's hub channel is in this group: news that someone's access was lowered.
+ACCESS_GROUP = "parley.access"
+
+
 def conversation_group_name(conversation_id: str) -> str:
     return f"parley.conversation.{conversation_id}"
 
@@ -90,6 +94,9 @@ class Hub:
         self._forwarder: asyncio.Task | None = None
         self._membership = asyncio.Lock()
         self._presence_due: dict[str, asyncio.Task] = {}
+        # Called (on the loop) when another process says someone's access was lowered.
+        self.on_access_changed: list = []
+        self._sending: set[asyncio.Task] = set()
 
     async def subscribe(self, conversation_id: str) -> Subscription:
         server_loop.bind()
@@ -218,13 +225,41 @@ class Hub:
         self._listener = asyncio.get_running_loop().create_task(
             receive_forever(layer, self._channel, self._heard)
         )
+        try:
+            await layer.group_add(ACCESS_GROUP, self._channel)
+        except Exception as exc:
+            # Access lost elsewhere is then noticed at this process's next upkeep.
+            LAYER_ERRORS.labels("group_add").inc()
+            logger.warning("Could not join %s: %r", ACCESS_GROUP, exc)
+
+    def access_changed(self) -> None:
+        """Someone's access was lowered in this process: tell the others, which check theirs at
+        once rather than at their next upkeep. Call on the loop."""
+        if not layer_is_shared():
+            return
+        task = asyncio.get_running_loop().create_task(self._send_access_changed())
+        self._sending.add(task)
+        task.add_done_callback(self._sending.discard)
+
+    async def _send_access_changed(self) -> None:
+        message = {"type": "parley.access", "origin": process_id()}
+        try:
+            await get_channel_layer().group_send(ACCESS_GROUP, message)
+        except Exception as exc:
+            LAYER_ERRORS.labels("group_send").inc()
+            logger.warning("Could not tell other processes of an access change: %r", exc)
 
     def _heard(self, message: dict) -> None:
-        """A batch of frames, or a change of presence, from another process."""
+        """A batch of frames, a change of presence or of someone's access, from another
+        process."""
         if message.get("origin") == process_id():
             return
         if message.get("type") == "parley.presence":
             self._presence_changed(message["conversation"], forward=False)
+            return
+        if message.get("type") == "parley.access":
+            for listener in self.on_access_changed:
+                listener()
             return
         frames = [Frame(*item) for item in message.get("frames", ())]
         self._deliver(message["conversation"], frames)

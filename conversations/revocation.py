@@ -7,9 +7,10 @@ closes (4403 when they are no longer a member, so the page says so and stops; 44
 role was lowered, so the page reloads as what they now are) and a tail ends.
 
 Each process compares what is held in it with the database, in one query: at once when a change
-commits in this process (the admin, a service, the shell: model signals), and at every upkeep
-otherwise (a change made by another process, or by SQL). Every process so acts within one
-upkeep interval, whatever channel layer it has.
+commits in this process (the admin, a service, the shell: model signals), at once too when
+another process says over the channel layer that one committed there, and at every upkeep
+(a change made by SQL, or news the layer lost). Every process so acts at once, and within one
+upkeep interval at worst.
 """
 
 import asyncio
@@ -21,6 +22,7 @@ from django.contrib.auth import get_user_model
 from django.db import transaction
 from django.db.models.signals import post_delete, post_save
 
+from .broadcast import hub
 from .dbthreads import run_db
 from .metrics import ACCESS_REVOKED
 from .models import Membership
@@ -121,9 +123,15 @@ async def _check_until_settled() -> None:
 
 
 def _changed(**kwargs) -> None:
-    """A membership or an account changed here: check once it commits (if this process
-    serves sockets)."""
-    transaction.on_commit(lambda: server_loop.call_soon(check_soon))
+    """A membership or an account changed here: once it commits, check this process's and tell
+    the others (if this process serves: a management command has no loop, and upkeep sees to
+    what it changes)."""
+    transaction.on_commit(lambda: server_loop.call_soon(_changed_here))
+
+
+def _changed_here() -> None:
+    check_soon()
+    hub.access_changed()
 
 
 def _account_saved(instance, **kwargs) -> None:
@@ -132,6 +140,7 @@ def _account_saved(instance, **kwargs) -> None:
 
 
 def connect_signals() -> None:
+    hub.on_access_changed.append(check_soon)
     post_save.connect(_changed, sender=Membership, dispatch_uid="parley-access-membership")
     post_delete.connect(_changed, sender=Membership, dispatch_uid="parley-access-removed")
     post_save.connect(_account_saved, sender=get_user_model(), dispatch_uid="parley-access-account")
