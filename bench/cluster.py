@@ -22,10 +22,8 @@ whatever happens.
 
 import argparse
 import asyncio
-import os
 import re
 import shutil
-import subprocess
 import sys
 import time
 from contextlib import ExitStack, contextmanager
@@ -34,10 +32,10 @@ import httpx
 import websockets
 
 from bench.run import (
-    ROOT,
     Daphne,
     Parley,
     ceiling_round,
+    manage_shell,
     median,
     park_one,
     percentile,
@@ -99,14 +97,7 @@ def _make_guest(env: dict) -> dict:
         "u = get_user_model().objects.create_user('guest', password='guest');"
         "print(u.pk, Workspace.objects.get(slug='bench').pk, Token.objects.create(user=u).key)"
     )
-    out = subprocess.run(
-        [sys.executable, "manage.py", "shell", "-c", script],
-        cwd=ROOT,
-        env={**os.environ, **env},
-        check=True,
-        capture_output=True,
-        text=True,
-    ).stdout
+    out = manage_shell(env, script)
     user, workspace, token = out.strip().splitlines()[-1].split()
     return {"user": user, "workspace": workspace, "token": token}
 

@@ -458,6 +458,19 @@ async def parked_turns(parley: Parley, count: int) -> dict:
 # Setting up -------------------------------------------------------------------------------
 
 
+def manage_shell(env: dict, script: str, timeout: float = 120) -> str:
+    """What ``script`` prints, run by ``manage.py shell`` with Parley's ``env``."""
+    return subprocess.run(
+        [sys.executable, "manage.py", "shell", "-c", script],
+        cwd=ROOT,
+        env={**os.environ, **env},
+        check=True,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    ).stdout
+
+
 def prepare_parley(scratch: Path, extra: dict | None = None) -> tuple[dict, str]:
     """A fresh Parley database with a workspace, a person and their token; ``extra`` adds to
     the environment (DATABASE_URL and REDIS_URL for the processes of a cluster)."""
@@ -485,14 +498,7 @@ def prepare_parley(scratch: Path, extra: dict | None = None) -> tuple[dict, str]
         "Membership.objects.create(workspace=w, user=u, role='owner');"
         "print(Token.objects.create(user=u).key)"
     )
-    out = subprocess.run(
-        [python, "manage.py", "shell", "-c", script],
-        cwd=ROOT,
-        env={**os.environ, **env},
-        check=True,
-        capture_output=True,
-        text=True,
-    ).stdout
+    out = manage_shell(env, script)
     # The builtin agent's questions pick among the workspace's files: give it the demo's.
     shutil.copytree(ROOT / "conversations" / "demo_files", scratch / "files" / "bench")
     return env, out.strip().splitlines()[-1]

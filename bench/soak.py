@@ -33,7 +33,6 @@ import os
 import random
 import shutil
 import statistics
-import subprocess
 import sys
 import threading
 from contextlib import ExitStack
@@ -48,7 +47,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from bench.durable import metric  # noqa: E402
-from bench.run import RESULTS, Daphne, Parley, prepare_parley  # noqa: E402
+from bench.run import RESULTS, Daphne, Parley, manage_shell, prepare_parley  # noqa: E402
 from ops.services import Postgres, scratch_folder  # noqa: E402
 
 TERMINAL = {"turn.completed", "turn.failed", "turn.cancelled"}
@@ -62,7 +61,7 @@ SAMPLE_SECONDS = 2
 METRICS_SECONDS = 10
 # A watcher's connections last this long on average (exponentially distributed), and it stays
 # away this long between them; a few stay away long enough to miss a lot.
-LIFETIME_SECONDS = 8.0
+LIFETIME_SECONDS = 20.0
 RAMP_SECONDS = 5.0
 DISMISS_SHARE = 0.1
 RACE_SHARE = 0.1
@@ -576,16 +575,7 @@ async def drive(server: Daphne, token: str, args) -> dict:
 def watchers_left(env: dict) -> int:
     """Watcher rows still in the database (each open socket has one)."""
     script = "from conversations.models import Watcher; print(Watcher.objects.count())"
-    out = subprocess.run(
-        [sys.executable, "manage.py", "shell", "-c", script],
-        cwd=ROOT,
-        env={**os.environ, **env},
-        check=True,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    ).stdout
-    return int(out.split()[-1])
+    return int(manage_shell(env, script).split()[-1])
 
 
 def log_lines(log: Path) -> dict:
