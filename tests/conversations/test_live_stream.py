@@ -5,6 +5,7 @@ import json
 import random
 
 import httpx_sse
+from django.contrib.admin.utils import quote
 
 from conversations.models import Turn
 from tests.conftest import all_events, events_until_terminal, receive_json, wait_for_turn_end
@@ -335,7 +336,9 @@ def test_a_turn_failing_on_the_database_tells_its_watchers_no_sql(server, people
     turn = Turn.objects.get(pk=failed["turn"])
     assert "parley_no_such_table" in turn.failure_detail
     # Admins read the whole story on the turn's page.
-    page = admin_client.get(f"/admin/conversations/turn/{turn.pk}/change/").content.decode()
+    # Quoted as the admin quotes ids: "t_3a…" would otherwise read as "t:…".
+    page = admin_client.get(f"/admin/conversations/turn/{quote(turn.pk)}/change/")
+    page = page.content.decode()
     assert "Failure detail" in page and "parley_no_such_table" in page
 
 
