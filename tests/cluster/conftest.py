@@ -16,6 +16,16 @@ from tests.conftest import LiveServer
 LEASE_SECONDS = 6
 
 
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(items):
+    """Every test in this folder is a cluster test (deselected from the SQLite pass), whether or
+    not its module says so."""
+    here = Path(__file__).parent
+    for item in items:
+        if here in item.path.parents:
+            item.add_marker(pytest.mark.cluster)
+
+
 @pytest.fixture(autouse=True)
 def _on_postgresql():
     assert connection.vendor == "postgresql", "the cluster tests run in the PostgreSQL pass"
