@@ -92,7 +92,17 @@ def test_bob_answers_from_waiting_for_you_and_the_turn_goes_on(browsing, people)
         expect(items.nth(1).locator(".question-countdown")).to_contain_text("expires in")
         screenshot(bob, "waiting-for-you")
 
+        # The reply's response is held back until the socket's news that the question left the
+        # list has been read (as on a slow network): the answer stays, with its outcome.
+        loaded = int(bob.evaluate("document.body.dataset.waitingLoaded"))
+        held = []
+        bob.route("**/reply/", lambda route: held.append((route, route.fetch())))
         items.nth(1).get_by_role("button", name="rc2").click()
+        expect(bob.locator("#waiting-count")).to_have_text("1")
+        bob.wait_for_function("(n) => Number(document.body.dataset.waitingLoaded) > n", arg=loaded)
+        route, response = held[0]
+        route.fulfill(response=response)
+        bob.unroute("**/reply/")
         expect(items.nth(1).locator(".question-outcome")).to_have_text("Answered by Bob: rc2")
         wait_for_turn_end(alice, cid)
         said = [e for e in all_events(alice, cid) if e["type"] == "message.completed"]

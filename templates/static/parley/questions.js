@@ -223,6 +223,7 @@ export class QuestionCard {
     const focused = document.activeElement;
     const fromCard = this.element.contains(focused);
     const outcome = { settled: false, mine: false, error: null };
+    this.replying = true;
     this.setBusy(true);
     this.error.hidden = true;
     try {
@@ -244,6 +245,7 @@ export class QuestionCard {
         outcome.error = error.message;
       }
     } finally {
+      this.replying = false;
       this.setBusy(false);
       outcome.settled = this.status !== "pending";
       // Disabling the control that was pressed took the focus away: give it back while the

@@ -43,9 +43,10 @@ function entry(item) {
 
 function render(items) {
   const pending = new Set(items.map((item) => item.id));
-  // Settled elsewhere: gone. Answered here: kept, with its outcome, until the page is left.
+  // Settled elsewhere: gone. Answered here: kept, with its outcome, until the page is left
+  // (the socket's news of it can come before the reply's own response).
   for (const [id, { element, card }] of shown) {
-    if (!pending.has(id) && card.status === "pending") {
+    if (!pending.has(id) && card.status === "pending" && !card.replying) {
       element.remove();
       shown.delete(id);
     }
