@@ -274,12 +274,20 @@ def test_esc_stops_the_turn_but_not_from_inside_a_question(browsing, conversatio
     answer = card.get_by_label("Your answer")
     answer.fill("ideas-2026.md")
     answer.press("Escape")
+    # The reply's response is held back until the next question has come over the socket and
+    # Alice has gone to the composer (as on a slow network): her focus stays there.
+    held = []
+    page.route("**/reply/", lambda route: held.append((route, route.fetch())))
     answer.press("Control+Enter")
-    expect(card.locator(".question-outcome")).to_have_text("Answered by Alice: “ideas-2026.md”")
     confirm = question(page)
     expect(confirm).to_contain_text("Rename notes/ideas.md to notes/ideas-2026.md?")
-    # From anywhere else (the composer here), Esc stops it.
     composer(page).focus()
+    route, response = held[0]
+    route.fulfill(response=response)
+    page.unroute("**/reply/")
+    expect(card.locator(".question-outcome")).to_have_text("Answered by Alice: “ideas-2026.md”")
+    expect(composer(page)).to_be_focused()
+    # From anywhere else (the composer here), Esc stops it.
     page.keyboard.press("Escape")
     expect(page.locator(".turn-end")).to_have_text("Stopped by Alice")
     expect(confirm.locator(".question-outcome")).to_have_text("Cancelled")

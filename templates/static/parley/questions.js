@@ -250,10 +250,15 @@ export class QuestionCard {
       outcome.settled = this.status !== "pending";
       // Disabling the control that was pressed took the focus away: give it back while the
       // question waits; once this person's reply settled it, move on (afterReply); if someone
-      // else's answer won, show theirs.
-      if (fromCard && !outcome.settled) focused.focus();
-      else if (fromCard && outcome.mine && this.afterReply) this.afterReply(this);
-      else if (fromCard) this.outcome.focus();
+      // else's answer won, show theirs. Unless the person has moved on while the reply was on
+      // its way (the next question can come over the socket first): their focus stays put.
+      const active = document.activeElement;
+      const movedOn = active && active !== document.body && !this.element.contains(active);
+      if (fromCard && !movedOn) {
+        if (!outcome.settled) focused.focus();
+        else if (outcome.mine && this.afterReply) this.afterReply(this);
+        else this.outcome.focus();
+      }
     }
     return outcome;
   }
