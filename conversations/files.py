@@ -389,6 +389,10 @@ def walk_files(root: Path, under: str = "", skipped: list | None = None) -> Iter
             if not printable_name(name):
                 leave_out(name, path, "its name is not UTF-8")
                 continue
+            if len(path) > MAX_PATH_CHARS:
+                # Nothing could name it (see _parts): neither an answer nor a question's root.
+                leave_out(name, path, f"its path is longer than {MAX_PATH_CHARS} characters")
+                continue
             real = os.path.join(folder, name)
             try:
                 info = os.lstat(real)

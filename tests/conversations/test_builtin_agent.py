@@ -312,3 +312,24 @@ async def test_steering_while_parked_is_acknowledged_after_the_answer(people, co
     messages = [e["data"]["text"] for e in events if e["type"] == "message.completed"]
     assert messages[0] == "(Noted while I worked: “keep it short”.)"
     assert messages[1].startswith("**README.md**: 11 lines")
+
+
+async def test_files_whose_paths_are_too_long_to_name_are_left_out_of_matches(
+    people, conversation, files_root
+):
+    # Seventeen folders of 64 characters: the files at the bottom have paths past the 1,024
+    # characters any path may have, so no question could be rooted among them nor answered.
+    deep = files_root.joinpath(*[f"{n:02}" + "-" * 61 for n in range(17)])
+    deep.mkdir(parents=True)
+    for name in ("deep-one.md", "deep-two.md"):
+        (deep / name).write_text("# Deep\n")
+    (files_root / "deep-three.md").write_text("# Shallow\n")
+    events, reply, questions = await converse(
+        conversation, people.bob, "summarize deep-", [{"answer": "deep-three.md"}]
+    )
+    assert reply.startswith("**deep-three.md**: 1 lines"), reply
+    assert questions == [] and events[-1]["type"] == "turn.completed"
+    (files_root / "deep-three.md").unlink()
+    events, reply, _ = await converse(conversation, people.bob, "summarize deep-", [])
+    assert reply == "There is no `deep-` in this workspace.", reply
+    assert events[-1]["type"] == "turn.completed"

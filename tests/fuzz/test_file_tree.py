@@ -413,7 +413,7 @@ def run_turn(client, checks: Checks, cid: str, text: str) -> list[dict]:
     wait_for_turn_end(client, cid)
     events = [e for e in all_events(client, cid) if e["turn"] == turn]
     checks.text(json.dumps(events, ensure_ascii=False), f"turn {text!r}")
-    assert events[-1]["type"] == "turn.completed", (text, events[-1])
+    assert events[-1]["type"] == "turn.completed", f"{text!r}: {json.dumps(events[-1])}"
     for event in events:
         if event["type"] == "tool.completed":
             checks.value(event["data"].get("result"), f"turn {text!r}")
