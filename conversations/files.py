@@ -284,6 +284,16 @@ def _join(folder: str, name: str) -> str:
     return f"{folder}/{name}" if folder else name
 
 
+def _unnamable(name: str, path: str) -> str | None:
+    """Why an entry could not be named anywhere in Parley (an answer, a question's root, a
+    tool's argument: see _parts), or None."""
+    if not printable_name(name):
+        return "its name is not UTF-8"
+    if len(path) > MAX_PATH_CHARS:
+        return f"its path is longer than {MAX_PATH_CHARS} characters"
+    return None
+
+
 def list_folder(root: Path, relative: str = "", *, include_hidden: bool = False) -> Listing:
     """The entries of a folder inside the root, folders first, then by name.
 
@@ -314,8 +324,8 @@ def list_folder(root: Path, relative: str = "", *, include_hidden: bool = False)
         if name.startswith(".") and not include_hidden:
             continue
         path = _join(here, shown_name(name))
-        if not printable_name(name):
-            listing.skipped.append(Skipped(shown_name(name), path, "its name is not UTF-8"))
+        if problem := _unnamable(name, path):
+            listing.skipped.append(Skipped(shown_name(name), path, problem))
             continue
         try:
             target = _resolve(base, str(folder), [name], here)
@@ -386,12 +396,8 @@ def walk_files(root: Path, under: str = "", skipped: list | None = None) -> Iter
             if name.startswith("."):
                 continue
             path = _join(here, shown_name(name))
-            if not printable_name(name):
-                leave_out(name, path, "its name is not UTF-8")
-                continue
-            if len(path) > MAX_PATH_CHARS:
-                # Nothing could name it (see _parts): neither an answer nor a question's root.
-                leave_out(name, path, f"its path is longer than {MAX_PATH_CHARS} characters")
+            if problem := _unnamable(name, path):
+                leave_out(name, path, problem)
                 continue
             real = os.path.join(folder, name)
             try:

@@ -333,3 +333,8 @@ async def test_files_whose_paths_are_too_long_to_name_are_left_out_of_matches(
     events, reply, _ = await converse(conversation, people.bob, "summarize deep-", [])
     assert reply == "There is no `deep-` in this workspace.", reply
     assert events[-1]["type"] == "turn.completed"
+    # Listed, the deepest folder that can be named shows the one below it as left out.
+    parent = deep.parent.relative_to(files_root).as_posix()
+    _, reply, _ = await converse(conversation, people.bob, f'list "{parent}"', [])
+    assert reply.startswith(f"`{parent}` is empty."), reply
+    assert f"`{parent}/{deep.name}`: its path is longer than 1024 characters" in reply
