@@ -116,6 +116,23 @@ def proxy(server):
     proxy.close()
 
 
+class HeldReplies:
+    """Replies to questions sent by ``page`` reach the server at once, but their responses are
+    held back until ``release()`` (as on a slow network): what else the page learns meanwhile,
+    over its socket, comes first for certain."""
+
+    def __init__(self, page: Page):
+        self.page = page
+        self.held = []
+        page.route("**/reply/", lambda route: self.held.append((route, route.fetch())))
+
+    def release(self) -> None:
+        assert self.held, "no reply was sent"
+        for route, response in self.held:
+            route.fulfill(response=response)
+        self.page.unroute("**/reply/")
+
+
 def screenshot(page: Page, name: str) -> Path:
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     path = SCREENSHOTS / f"{name}.png"

@@ -17,7 +17,7 @@ from playwright.sync_api import expect
 from conversations import services
 from conversations.models import Turn, TurnEvent
 from conversations.shared import person
-from tests.browser.conftest import PHONE, screenshot
+from tests.browser.conftest import PHONE, HeldReplies, screenshot
 
 pytestmark = pytest.mark.browser
 
@@ -276,15 +276,12 @@ def test_esc_stops_the_turn_but_not_from_inside_a_question(browsing, conversatio
     answer.press("Escape")
     # The reply's response is held back until the next question has come over the socket and
     # Alice has gone to the composer (as on a slow network): her focus stays there.
-    held = []
-    page.route("**/reply/", lambda route: held.append((route, route.fetch())))
+    replies = HeldReplies(page)
     answer.press("Control+Enter")
     confirm = question(page)
     expect(confirm).to_contain_text("Rename notes/ideas.md to notes/ideas-2026.md?")
     composer(page).focus()
-    route, response = held[0]
-    route.fulfill(response=response)
-    page.unroute("**/reply/")
+    replies.release()
     expect(card.locator(".question-outcome")).to_have_text("Answered by Alice: “ideas-2026.md”")
     expect(composer(page)).to_be_focused()
     # From anywhere else (the composer here), Esc stops it.

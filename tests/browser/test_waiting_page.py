@@ -8,7 +8,7 @@ import re
 import pytest
 from playwright.sync_api import expect
 
-from tests.browser.conftest import screenshot
+from tests.browser.conftest import HeldReplies, screenshot
 from tests.conftest import all_events, wait_for_turn_end, wait_until
 from tests.selection.test_questions_live import ask, create_conversation, start, wait_pending
 
@@ -95,14 +95,11 @@ def test_bob_answers_from_waiting_for_you_and_the_turn_goes_on(browsing, people)
         # The reply's response is held back until the socket's news that the question left the
         # list has been read (as on a slow network): the answer stays, with its outcome.
         loaded = int(bob.evaluate("document.body.dataset.waitingLoaded"))
-        held = []
-        bob.route("**/reply/", lambda route: held.append((route, route.fetch())))
+        replies = HeldReplies(bob)
         items.nth(1).get_by_role("button", name="rc2").click()
         expect(bob.locator("#waiting-count")).to_have_text("1")
         bob.wait_for_function("(n) => Number(document.body.dataset.waitingLoaded) > n", arg=loaded)
-        route, response = held[0]
-        route.fulfill(response=response)
-        bob.unroute("**/reply/")
+        replies.release()
         expect(items.nth(1).locator(".question-outcome")).to_have_text("Answered by Bob: rc2")
         wait_for_turn_end(alice, cid)
         said = [e for e in all_events(alice, cid) if e["type"] == "message.completed"]
