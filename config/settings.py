@@ -54,19 +54,21 @@ INSTALLED_APPS = [
     "external",
 ]
 
+# Django's middleware, each in a subclass that runs on the event loop under ASGI rather than in
+# a thread per step (see conversations.middleware.OnTheLoop); otherwise the same classes.
 MIDDLEWARE = [
-    "django.middleware.security.SecurityMiddleware",
+    "conversations.middleware.SecurityMiddleware",
     # Outermost but one, so that every HTML answer gets the policy, error pages included.
     "conversations.middleware.ContentSecurityPolicyMiddleware",
     # Before anything reads the URL: no NUL reaches a view (or the database).
     "conversations.decoding.GatedUrlMiddleware",
-    "whitenoise.middleware.WhiteNoiseMiddleware",
-    "django.contrib.sessions.middleware.SessionMiddleware",
-    "django.middleware.common.CommonMiddleware",
-    "django.middleware.csrf.CsrfViewMiddleware",
-    "django.contrib.auth.middleware.AuthenticationMiddleware",
-    "django.contrib.messages.middleware.MessageMiddleware",
-    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "conversations.middleware.WhiteNoiseMiddleware",
+    "conversations.middleware.SessionMiddleware",
+    "conversations.middleware.CommonMiddleware",
+    "conversations.middleware.CsrfViewMiddleware",
+    "conversations.middleware.AuthenticationMiddleware",
+    "conversations.middleware.MessageMiddleware",
+    "conversations.middleware.XFrameOptionsMiddleware",
 ]
 
 ROOT_URLCONF = "config.urls"
@@ -276,6 +278,11 @@ PARLEY_RELEASE_PARKED_AFTER_SECONDS = env.float("PARLEY_RELEASE_PARKED_AFTER_SEC
 PARLEY_DB_RETRY_SECONDS = env.float("PARLEY_DB_RETRY_SECONDS", default=60.0)
 PARLEY_MAX_INPUT_CHARS = env.int("PARLEY_MAX_INPUT_CHARS", default=20_000)
 PARLEY_WS_MAX_FRAME_BYTES = env.int("PARLEY_WS_MAX_FRAME_BYTES", default=64 * 1024)
+# A socket's write buffer: past this many bytes not yet taken by the client, nothing more is
+# written to it until the buffer has drained; a socket that stays full this many seconds is
+# closed with 4408 (the client reconnects and resumes from the last event it had).
+PARLEY_SOCKET_BUFFER_BYTES = env.int("PARLEY_SOCKET_BUFFER_BYTES", default=256 * 1024)
+PARLEY_SOCKET_STALL_SECONDS = env.float("PARLEY_SOCKET_STALL_SECONDS", default=15.0)
 PARLEY_SSE_KEEPALIVE_SECONDS = env.float("PARLEY_SSE_KEEPALIVE_SECONDS", default=15.0)
 # How long a live feed may sit idle before it checks the database for events it was not told of.
 PARLEY_FEED_POLL_SECONDS = env.float("PARLEY_FEED_POLL_SECONDS", default=5.0)

@@ -16,6 +16,7 @@ from rest_framework.views import APIView
 
 from . import seams, selectors, services
 from .access import conversation_access, workspace_access
+from .apiviews import PooledApiView
 from .events import MAX_SEQ, check_seq_within, parse_seq
 from .shared import (
     ApplicationError,
@@ -325,7 +326,7 @@ class ConversationDetailApi(APIView):
         return Response(status=status.HTTP_204_NO_CONTENT)
 
 
-class TurnStartApi(APIView):
+class TurnStartApi(PooledApiView):
     @extend_schema_serializer(component_name="TurnStart")
     class InputSerializer(serializers.Serializer):
         input = StrictCharField(trim_whitespace=True)
@@ -362,7 +363,7 @@ class TurnStartApi(APIView):
         return Response(self.OutputSerializer(body).data, status=status.HTTP_202_ACCEPTED)
 
 
-class TurnSteerApi(APIView):
+class TurnSteerApi(PooledApiView):
     @extend_schema_serializer(component_name="TurnSteer")
     class InputSerializer(serializers.Serializer):
         expected_turn_id = StrictCharField(help_text="The turn you mean to steer")
@@ -394,7 +395,7 @@ class TurnSteerApi(APIView):
         return Response(self.OutputSerializer(body).data, status=status.HTTP_202_ACCEPTED)
 
 
-class TurnCancelApi(APIView):
+class TurnCancelApi(PooledApiView):
     @extend_schema_serializer(component_name="TurnCancel")
     class InputSerializer(serializers.Serializer):
         turn_id = StrictCharField(help_text="The turn you mean to stop")
@@ -422,7 +423,7 @@ class TurnCancelApi(APIView):
         return Response(self.OutputSerializer(body).data, status=status.HTTP_202_ACCEPTED)
 
 
-class ConversationInFlightApi(APIView):
+class ConversationInFlightApi(PooledApiView):
     @extend_schema(responses={200: InFlightOutputSerializer, **error_responses(404)})
     def get(self, request, conversation_id):
         conversation, _ = conversation_access(user=request.user, conversation_id=conversation_id)
@@ -430,7 +431,7 @@ class ConversationInFlightApi(APIView):
         return Response(InFlightOutputSerializer(payload).data)
 
 
-class InFlightListApi(APIView):
+class InFlightListApi(PooledApiView):
     @extend_schema(
         responses={200: InFlightOutputSerializer(many=True), **error_responses()},
         summary="Every conversation you can see that has a turn in flight",
@@ -440,7 +441,7 @@ class InFlightListApi(APIView):
         return Response(InFlightOutputSerializer(payloads, many=True).data)
 
 
-class ConversationEventsApi(APIView):
+class ConversationEventsApi(PooledApiView):
     @extend_schema_serializer(component_name="EventsPage")
     class OutputSerializer(serializers.Serializer):
         events = EventSerializer(many=True)
@@ -484,7 +485,7 @@ MAX_HISTORY_TURNS = 100
 MAX_HISTORY_EVENTS = 10_000
 
 
-class ConversationHistoryApi(APIView):
+class ConversationHistoryApi(PooledApiView):
     @extend_schema_serializer(component_name="HistoryPage")
     class OutputSerializer(serializers.Serializer):
         events = EventSerializer(many=True)
@@ -549,7 +550,7 @@ class TailEventSerializer(serializers.Serializer):
     )
 
 
-class ConversationTailApi(APIView):
+class ConversationTailApi(PooledApiView):
     renderer_classes = [JSONRenderer]
 
     @extend_schema(

@@ -3,22 +3,29 @@ header for clients that are not browsers, else the browser's session cookie (the
 that comes first is conversations.origins)."""
 
 from importlib import import_module
+from types import SimpleNamespace
 
-from channels.auth import get_user
-from channels.db import database_sync_to_async
 from channels.middleware import BaseMiddleware
 from django.conf import settings
+from django.contrib.auth import get_user
 from django.contrib.auth.models import AnonymousUser
 from django.http.cookie import parse_cookie
 from rest_framework.authtoken.models import Token
 
+from .dbthreads import run_db
 
-@database_sync_to_async
+
 def _user_for_token(key: str):
     token = Token.objects.select_related("user").filter(key=key).first()
     if token is None or not token.user.is_active:
         return AnonymousUser()
     return token.user
+
+
+def _user_for_session(session_key: str | None):
+    """Django's own reading of a session's user (the session hash verified, as for a request)."""
+    session = import_module(settings.SESSION_ENGINE).SessionStore(session_key)
+    return get_user(SimpleNamespace(session=session))
 
 
 class WebSocketAuthMiddleware(BaseMiddleware):
@@ -31,6 +38,8 @@ class WebSocketAuthMiddleware(BaseMiddleware):
     Channels' AuthMiddlewareStack would also wrap every frame the socket sends to see whether the
     session needs saving, a lazy-object lookup per frame that cost a third of the throughput to
     twenty watchers in the benchmark; a socket never changes its session, so it is read once here.
+    The reading is done in the runtime's database threads, as the socket's other reads are
+    (Channels' own ``get_user`` would queue every handshake of the process on one thread).
     """
 
     async def __call__(self, scope, receive, send):
@@ -38,10 +47,8 @@ class WebSocketAuthMiddleware(BaseMiddleware):
         authorization = headers.get(b"authorization", b"").decode("latin1")
         scheme, _, key = authorization.partition(" ")
         if scheme.lower() == "token":
-            user = await _user_for_token(key.strip())
+            user = await run_db(_user_for_token, key.strip())
         else:
             cookies = parse_cookie(headers.get(b"cookie", b"").decode("latin1"))
-            store = import_module(settings.SESSION_ENGINE).SessionStore
-            session = store(cookies.get(settings.SESSION_COOKIE_NAME))
-            user = await get_user({"session": session})
+            user = await run_db(_user_for_session, cookies.get(settings.SESSION_COOKIE_NAME))
         return await super().__call__(dict(scope, user=user), receive, send)

@@ -14,10 +14,10 @@ import math
 from django.conf import settings
 from django.core.exceptions import TooManyFieldsSent
 from django.http import JsonResponse
-from django.utils.deprecation import MiddlewareMixin
 from django.views.defaults import bad_request
 from rest_framework.parsers import JSONParser
 
+from .middleware import OnTheLoop
 from .shared import ApplicationError
 
 # Deeper than any payload of Parley's (a form answer is 3 levels inside its frame).
@@ -122,7 +122,7 @@ class GatedJSONParser(JSONParser):
         return decode_json(raw, limit=settings.DATA_UPLOAD_MAX_MEMORY_SIZE)
 
 
-class GatedUrlMiddleware(MiddlewareMixin):
+class GatedUrlMiddleware(OnTheLoop):
     """Every request's path and query string through the gate, before any view reads them: a
     NUL (%00) in an id or a search would otherwise reach the database, which PostgreSQL
     refuses (a 500). The API answers 400 ``invalid_text`` in its error shape, pages with the

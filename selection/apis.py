@@ -6,6 +6,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from conversations.access import conversation_access
+from conversations.apiviews import PooledApiView
 from conversations.files import UnsafePath, list_folder, relative_path, resolve_inside
 from conversations.shared import ApplicationError, error_responses, not_found
 
@@ -122,7 +123,7 @@ class SelectionDetailApi(APIView):
         return Response(SelectionSerializer(selection).data)
 
 
-class SelectionReplyApi(APIView):
+class SelectionReplyApi(PooledApiView):
     @extend_schema_serializer(component_name="SelectionReply")
     class InputSerializer(serializers.Serializer):
         answer = serializers.JSONField(
