@@ -67,7 +67,7 @@ def _hook_daphne() -> None:
 
     _allow_server_close_codes()
     _close_with_a_frame_on_protocol_errors()
-    _give_sockets_their_scheme()
+    _complete_socket_scopes()
     reactor.callWhenRunning(_reactor_started, reactor)
 
 
@@ -109,13 +109,16 @@ def _close_with_a_frame_on_protocol_errors() -> None:
     WebSocketFactory.__init__ = init_factory
 
 
-def _give_sockets_their_scheme() -> None:
+def _complete_socket_scopes() -> None:
     """Daphne gives a request its scheme (https over TLS, or X-Forwarded-Proto's when started
     with --proxy-headers) but leaves it out of a socket's scope, where ASGI's default is ws:
     give a socket its scheme the same way (wss), so that its Origin check compares the scheme
-    HTTP's CSRF check would (see conversations.origins)."""
+    HTTP's CSRF check would (see conversations.origins). And give it its write buffer's
+    ``Flow`` (see conversations.sockets), which Daphne does not show an application."""
     from daphne.server import Server
     from twisted.internet.interfaces import ISSLTransport
+
+    from conversations.sockets import Flow
 
     create_application = Server.create_application
 
@@ -126,6 +129,7 @@ def _give_sockets_their_scheme() -> None:
             if forwarded:
                 secure = forwarded.lower() in ("https", "wss")
             scope["scheme"] = "wss" if secure else "ws"
+            scope["parley.flow"] = Flow(protocol)
         return create_application(self, protocol, scope)
 
     Server.create_application = create_with_scheme

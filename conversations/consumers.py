@@ -6,12 +6,14 @@ import logging
 import weakref
 from urllib.parse import parse_qs
 
+from django.conf import settings
+
 from . import revocation, seams, services
 from .access import conversation_access
 from .dbthreads import run_db
 from .events import check_seq_within, parse_seq
 from .feed import ConversationFeed
-from .metrics import SOCKETS_OPEN
+from .metrics import SOCKETS_BEHIND, SOCKETS_OPEN
 from .process import process_id, server_loop
 from .selectors import conversation_with_state
 from .shared import ApplicationError
@@ -27,6 +29,12 @@ CLOSE_BAD_REQUEST = 4400
 CLOSE_ACCESS_CHANGED = 4409
 # The server is restarting: reconnect now (another process serves the same conversation).
 CLOSE_SERVICE_RESTART = 1012
+# The client fell too far behind (its socket's buffer stayed full): reconnect and resume from
+# the last event you have.
+CLOSE_BEHIND = 4408
+# How long such a client has to read what it has and answer the close before the connection is
+# dropped (its buffer is bounded meanwhile; Daphne's pings drop a client gone for good).
+CLOSE_PATIENCE_SECONDS = 30
 # A socket sending a long batch yields to the loop this often.
 PUMP_YIELD_EVERY = 64
 
@@ -101,12 +109,15 @@ class ConversationConsumer(GuardedConsumer):
         # Subscribe before reading the state, so nothing committed after the read is missed.
         self.feed = ConversationFeed(self.conversation_id, from_seq)
         await self.settle(self.feed.__aenter__())
-        conversation = await run_db(conversation_with_state, conversation_id=self.conversation_id)
+        # The state and the replay's first page in one trip, so that the first events follow
+        # ws.ready at once.
+        conversation, first_page = await run_db(self._state_and_first_page)
         try:
             check_seq_within(from_seq, conversation.last_seq)
         except ApplicationError as error:
             await self.refuse(error)
             return
+        self.feed.prime(first_page)
         await self.send_json(
             {
                 "type": "ws.ready",
@@ -122,6 +133,12 @@ class ConversationConsumer(GuardedConsumer):
         if wants_presence:
             self.feed.on_presence(self.send_presence)
         await self.settle(self._watch(user))
+
+    def _state_and_first_page(self):
+        conversation = conversation_with_state(conversation_id=self.conversation_id)
+        if self.feed.last_seq > conversation.last_seq:
+            return conversation, []  # refused: from_seq is past the latest event
+        return conversation, self.feed.read_first_page()
 
     async def _watch(self, user) -> None:
         self.watcher = await run_db(
@@ -182,10 +199,19 @@ class ConversationConsumer(GuardedConsumer):
 
     async def _send_texts(self, texts) -> bool:
         """Send frames (already encoded text) straight to the server; False if the client has
-        gone (its disconnect is on the way, and ends this socket's feed)."""
+        gone (its disconnect is on the way, and ends this socket's feed) or has fallen behind.
+
+        While the socket's write buffer is full nothing more is sent: the feed is not read
+        meanwhile, and catches up from the database once the client has. A socket whose buffer
+        stays full for ``PARLEY_SOCKET_STALL_SECONDS`` is closed with 4408."""
         send = self.base_send
+        flow = self.scope.get("parley.flow")
         try:
             for count, text in enumerate(texts, start=1):
+                if flow is not None and flow.full:
+                    if not await flow.drained(settings.PARLEY_SOCKET_STALL_SECONDS):
+                        await self._close_behind(flow)
+                        return False
                 await send({"type": "websocket.send", "text": text})
                 if count % PUMP_YIELD_EVERY == 0:
                     # Let the reactor write to the network and the turn go on meanwhile.
@@ -196,6 +222,16 @@ class ConversationConsumer(GuardedConsumer):
             logger.info("Socket on %s went away mid-send: %s", self.conversation_id, error)
             return False
         return True
+
+    async def _close_behind(self, flow) -> None:
+        logger.info(
+            "Socket on %s closed with 4408: its buffer stayed full for %.0f s",
+            self.conversation_id,
+            settings.PARLEY_SOCKET_STALL_SECONDS,
+        )
+        SOCKETS_BEHIND.inc()
+        flow.close_patiently(CLOSE_PATIENCE_SECONDS)
+        await self.close(code=CLOSE_BEHIND)
 
     # Frame handlers: each gets its frame checked (see frame_fields and GuardedConsumer), checks
     # access, calls a service, and returns what the ack carries.

@@ -19,12 +19,17 @@ from .events import Frame
 
 
 class ConversationFeed:
+    # A replay's first page is small, so that its first events are on their way after a short
+    # read; the pages after it are large, so that a long replay costs few queries and writes.
+    FIRST_PAGE = 100
     PAGE = 1000
 
     def __init__(self, conversation_id: str, after_seq: int):
         self.conversation_id = conversation_id
         self.last_seq = after_seq
         self._replay = True
+        self._page = self.FIRST_PAGE
+        self._primed: list[Frame] = []
         self._subscription: Subscription | None = None
         self.interrupted = False
 
@@ -49,16 +54,36 @@ class ConversationFeed:
         if self._subscription is not None:
             self._subscription.put([])
 
+    def read_first_page(self) -> list[Frame]:
+        """The replay's first page, read now (sync, in a database thread): a socket reads it
+        with the conversation's state, in one trip, and ``prime`` hands it to the feed."""
+        return selectors.event_frames_after(
+            conversation_id=self.conversation_id, after_seq=self.last_seq, limit=self._page
+        )
+
+    def prime(self, frames: list[Frame]) -> None:
+        """Take ``frames`` (from :meth:`read_first_page`) as the replay's first page: the next
+        ``next_batch`` returns them, and the replay goes on after them if the page was full."""
+        self._primed = frames
+        self._replay = len(frames) == self._page
+        self._page = self.PAGE if self._replay else self.FIRST_PAGE
+        if frames:
+            self.last_seq = frames[-1].seq
+
     def rewind(self, after_seq: int) -> None:
         """Send everything after ``after_seq`` again (a client that saw a hole asks for this)."""
         self.last_seq = after_seq
         self._replay = True
+        self._page = self.FIRST_PAGE
 
     async def next_batch(self, timeout: float | None = None) -> list[Frame]:
         """The next frames in seq order; an empty list when ``timeout`` seconds pass without one."""
         loop = asyncio.get_running_loop()
         deadline = None if timeout is None else loop.time() + timeout
         poll = settings.PARLEY_FEED_POLL_SECONDS
+        if self._primed:
+            frames, self._primed = self._primed, []
+            return frames
         while True:
             if self.interrupted:
                 return []
@@ -68,10 +93,13 @@ class ConversationFeed:
                     selectors.event_frames_after,
                     conversation_id=self.conversation_id,
                     after_seq=self.last_seq,
-                    limit=self.PAGE,
+                    limit=self._page,
                 )
-                if len(frames) < self.PAGE:
+                if len(frames) < self._page:
                     self._replay = False
+                    self._page = self.FIRST_PAGE
+                else:
+                    self._page = self.PAGE
                 if frames:
                     self.last_seq = frames[-1].seq
                     return frames

@@ -15,6 +15,9 @@ from prometheus_client.core import GaugeMetricFamily
 logger = logging.getLogger(__name__)
 
 SOCKETS_OPEN = Gauge("parley_sockets_open", "Conversation sockets open in this process")
+SOCKETS_BEHIND = Counter(
+    "parley_sockets_behind", "Conversation sockets closed (4408) because their client fell behind"
+)
 TURNS_RUNNING = Gauge("parley_turns_running", "Turns this process is running")
 EVENTS_WRITTEN = Counter("parley_events_written", "Events this process appended to the log")
 EVENT_COMMIT_SECONDS = Histogram(

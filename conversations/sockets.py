@@ -8,9 +8,12 @@ import json
 import logging
 
 from autobahn.exception import Disconnected
+from channels.consumer import get_handler_name
 from channels.exceptions import StopConsumer
 from channels.generic.websocket import AsyncWebsocketConsumer
 from django.conf import settings
+from twisted.internet.interfaces import IPushProducer
+from zope.interface import implementer
 
 from .decoding import decode_json
 from .shared import ApplicationError
@@ -44,8 +47,16 @@ class GuardedConsumer(AsyncWebsocketConsumer):
             await self._clean_up_once()
 
     async def dispatch(self, message):
+        # Channels' own dispatch first closes the stale database connections of a thread it
+        # hops to (one thread for the whole process) before every message: a socket's connect,
+        # each frame a client sends, its disconnect. Parley's sockets reach the database only
+        # through conversations.dbthreads, whose threads look after their own connections, so
+        # the handler is called straight away.
+        handler = getattr(self, get_handler_name(message), None)
+        if handler is None:
+            raise ValueError(f"No handler for message type {message['type']}")
         try:
-            await super().dispatch(message)
+            await handler(message)
         except StopConsumer:
             raise
         except Exception:
@@ -219,3 +230,59 @@ def optional_string(name: str, value):
 
 def anything(name: str, value):
     return value
+
+
+# A socket's write buffer ------------------------------------------------------------------------
+
+
+@implementer(IPushProducer)
+class Flow:
+    """Whether a socket's client keeps up: the producer Twisted tells when the socket's write
+    buffer passes ``PARLEY_SOCKET_BUFFER_BYTES`` (pause) and when it has drained (resume).
+
+    Daphne's ``send`` never waits: whatever is sent to a client that does not read piles up in
+    the server's memory. Under Daphne each socket's scope carries one of these (see
+    config.asgi) as ``scope["parley.flow"]``, and a consumer waits for it before sending more.
+    """
+
+    def __init__(self, protocol):
+        self.protocol = protocol
+        self._drained = asyncio.Event()
+        self._drained.set()
+        transport = protocol.transport
+        transport.bufferSize = settings.PARLEY_SOCKET_BUFFER_BYTES
+        if getattr(transport, "producer", None) is not None:
+            # The HTTP channel the socket was upgraded from, which has handed the connection over.
+            transport.unregisterProducer()
+        transport.registerProducer(self, True)
+
+    @property
+    def full(self) -> bool:
+        return not self._drained.is_set()
+
+    async def drained(self, timeout: float) -> bool:
+        """Wait until the buffer has drained: False if it is still full after ``timeout``."""
+        try:
+            async with asyncio.timeout(timeout):
+                await self._drained.wait()
+        except TimeoutError:
+            return False
+        return True
+
+    def close_patiently(self, seconds: float) -> None:
+        """A socket closed for falling behind belongs to a slow client, not a gone one: give it
+        ``seconds`` to read what it has and answer the close, rather than the second after which
+        the connection would be dropped (which its client sees as 1006, no reason given)."""
+        self.protocol.closeHandshakeTimeout = seconds
+
+    # IPushProducer, called by Twisted's transport.
+
+    def pauseProducing(self):
+        self._drained.clear()
+
+    def resumeProducing(self):
+        self._drained.set()
+
+    def stopProducing(self):
+        # The connection is gone: nothing may wait for it any more.
+        self._drained.set()

@@ -7,10 +7,13 @@
 // not hit by every browser at once) and asks for everything after the last seq. A server that is
 // shutting down closes its sockets with 1012 ("service restart"): a cue to reconnect at once,
 // without waiting (another process, or the restarted one, answers; its turns go on there).
+// A page that fell too far behind (its socket's buffer on the server stayed full, say while the
+// tab was frozen) is closed with 4408, and likewise reconnects at once from its last seq.
 // Dropping the socket never stops a turn: only Stop does.
 
 const BACKOFF_SECONDS = [1, 2, 4, 8, 16];
 const SERVICE_RESTART = 1012;
+const FELL_BEHIND = 4408;
 // The person's access changed while the page was open: 4403 they are no longer a member (the
 // page says so and stops), 4409 their role was lowered (the page reloads as what they now are).
 const FORBIDDEN = 4403;
@@ -173,7 +176,7 @@ export class ConversationStream {
       this.setState("offline"); // the `online` event reconnects
       return;
     }
-    if (event.code === SERVICE_RESTART && wasLive) {
+    if ((event.code === SERVICE_RESTART || event.code === FELL_BEHIND) && wasLive) {
       this.connect();
       return;
     }
