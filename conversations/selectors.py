@@ -178,6 +178,9 @@ def turn_history(*, turn: Turn, limit: int = 20) -> list[dict]:
             before=turn.created_at,
             exclude_turn_id=turn.pk,
             limit=limit,
+            # Only what the reply is made of: a turn of 100,000 tool events would otherwise be
+            # read whole, for every later turn.
+            types=(TurnEvent.Type.MESSAGE_COMPLETED,),
         )
     ]
 
@@ -195,11 +198,16 @@ TRANSCRIPT_EVENT_TYPES = (
 
 
 def turn_transcripts(
-    *, conversation_id: str, before, exclude_turn_id: str, limit: int = 50
+    *,
+    conversation_id: str,
+    before,
+    exclude_turn_id: str,
+    limit: int = 50,
+    types: tuple[str, ...] = TRANSCRIPT_EVENT_TYPES,
 ) -> list[dict]:
     """The conversation's turns created before ``before`` (the newest ``limit``), oldest first,
     each with ``input``, ``by``, ``status`` and its ``events`` (``{"type", "data"}``) of
-    TRANSCRIPT_EVENT_TYPES in order."""
+    ``types`` in order."""
     earlier = list(
         Turn.objects.filter(conversation_id=conversation_id, created_at__lt=before)
         .exclude(pk=exclude_turn_id)
@@ -209,7 +217,7 @@ def turn_transcripts(
     earlier.reverse()
     events: dict[str, list[dict]] = {t.pk: [] for t in earlier}
     for turn_id, type_, data in (
-        TurnEvent.objects.filter(turn__in=earlier, type__in=TRANSCRIPT_EVENT_TYPES)
+        TurnEvent.objects.filter(turn__in=earlier, type__in=types)
         .order_by("seq")
         .values_list("turn_id", "type", "data")
     ):
