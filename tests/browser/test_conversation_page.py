@@ -8,6 +8,7 @@ import pytest
 from playwright.sync_api import expect
 
 from conversations import services
+from conversations.agents.flood import markdown_answer
 from tests.browser.conftest import PHONE, screenshot
 from tests.conftest import all_events, wait_for_turn_end
 
@@ -400,3 +401,62 @@ def test_steering_mid_message_shows_every_word_once_live_and_after_a_reload(brow
         assert first and rest and f"{first} {rest}" == expected
         page.reload()
         expect(page.locator(".turn-end")).to_have_text("Completed")
+
+
+SPLIT_DOCUMENTS = [
+    "# Plan\n\nFirst a paragraph with **bold** and `code`.\n\nThen another.\n\n## Next\n\nDone.",
+    "Steps:\n\n1. one\n2. two\n\n3. three after a blank line\n\nAfter the list.\n\n- a\n\n- b\n",
+    "Code:\n\n```py\ndef f():\n\n    return 1\n\n\nprint(f())\n```\n\nOn.\n\n~~~\nx\n\ny\n~~~\n",
+    "> quoted\n\n> still quoted\n\nplain\n\n| a | b |\n| - | - |\n| 1 | 2 |\n\nafter\n",
+    "Title\n\n===\n\nindented:\n\n    code line\n\n    more code\n\nend [link](http://x)\n",
+]
+
+
+def test_a_streaming_message_splits_only_where_the_rendering_stays_the_same(browsing, flood):
+    """Every prefix of these answers, rendered as the page renders a message still streaming
+    (its settled blocks, then the rest), is the same HTML as rendered whole."""
+    page = browsing.conversation("alice", flood.pk)
+    differences = page.evaluate(
+        """async (documents) => {
+            const { settledEnd } = await import("/static/parley/transcript.js");
+            const { renderMarkdown } = await import("/static/parley/markdown.js");
+            const found = [];
+            for (const text of documents) {
+                for (let length = 0; length <= text.length; length++) {
+                    const prefix = text.slice(0, length);
+                    let settled = 0;
+                    // As the page does: from the last end found, frame after frame.
+                    for (const step of [Math.floor(length / 2), length]) {
+                        settled = settledEnd(prefix.slice(0, step), settled);
+                    }
+                    const split = renderMarkdown(prefix.slice(0, settled))
+                        + renderMarkdown(prefix.slice(settled));
+                    if (split !== renderMarkdown(prefix)) found.push({ prefix, settled });
+                }
+            }
+            return found;
+        }""",
+        SPLIT_DOCUMENTS,
+    )
+    assert differences == []
+
+
+def test_a_long_answer_streams_rendering_only_its_last_block_again(browsing, flood):
+    page = browsing.conversation("alice", flood.pk)
+    send(page, "6000 markdown every 20")
+    message = page.locator(".entry-agent.streaming .markdown")
+    expect(message.locator("h2").first).to_have_text("Step 1")
+    expect(message.locator("h2").nth(2)).to_have_text("Step 3")
+    # The first heading, settled, is the same node from then on: it is not rendered again.
+    message.locator("h2").first.evaluate("(heading) => { heading.dataset.kept = 'yes'; }")
+    expect(message.locator("h2").nth(6)).to_have_text("Step 7")
+    expect(message.locator("h2").first).to_have_attribute("data-kept", "yes")
+    expect(page.locator(".turn-end")).to_have_text("Completed", timeout=60_000)
+    whole = page.locator(".entry-agent .markdown")
+    steps = whole.locator("h2")
+    expect(steps.first).to_have_text("Step 1")
+    expect(whole.locator("pre code").first).to_have_text(
+        "def step_1(plan):\n    return plan.check(1)\n"
+    )
+    expect(steps).to_have_count(markdown_answer(6000).count("## Step "))
+    assert page.locator(".entry-agent").count() == 1

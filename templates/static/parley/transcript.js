@@ -81,6 +81,31 @@ function unbalanced(line) {
   return count(/`/g) % 2 === 1 || count(/\*\*/g) % 2 === 1 || /\[[^\]]*$|\]\([^)]*$/.test(line);
 }
 
+// Where the blocks of a streaming message that can no longer change end, searching from `from`
+// (itself such an end): before the last line that opens a new block after a blank line, outside
+// a code block. A line that could still belong to what is above (indented, a list item, a quote,
+// a table row, or a digit that may start a numbered item) is not taken as a new block, so the
+// part above renders now as it will when the message is whole.
+const NEW_BLOCK = /^[^\s\-*+>|\d]/;
+
+export function settledEnd(text, from) {
+  let end = from;
+  let fence = null;
+  let afterBlank = false;
+  let at = from;
+  for (const line of text.slice(from).split("\n")) {
+    if (afterBlank && NEW_BLOCK.test(line)) end = at;
+    const marker = /^ {0,3}(`{3,}|~{3,})/.exec(line);
+    if (marker) {
+      if (!fence) fence = marker[1];
+      else if (marker[1][0] === fence[0] && marker[1].length >= fence.length && /^ {0,3}[`~]+\s*$/.test(line)) fence = null;
+    }
+    afterBlank = !fence && line.trim() === "";
+    at += line.length + 1;
+  }
+  return end;
+}
+
 export function safeCut(text) {
   const lineStart = text.lastIndexOf("\n") + 1;
   const fence = openFenceStart(text.slice(0, lineStart));
@@ -308,7 +333,17 @@ export class Transcript {
       );
       turn.body.append(element);
       this.placed(element, ts);
-      turn.message = { element, content, streamed: "", text: null, offset: turn.carried };
+      turn.message = {
+        element,
+        content,
+        streamed: "",
+        text: null,
+        offset: turn.carried,
+        open: true,
+        // What of the streamed text is shown for good: its length, and the nodes it made.
+        settled: 0,
+        settledNodes: 0,
+      };
     }
     return turn.message;
   }
@@ -353,6 +388,7 @@ export class Transcript {
     const message = turn.message;
     if (!message) return;
     turn.message = null;
+    message.open = false;
     message.element.classList.remove("streaming");
     if (!(message.text ?? message.streamed).trim()) {
       message.element.remove();
@@ -369,7 +405,8 @@ export class Transcript {
 
   // Changes are shown once per frame, however fast the events come: Markdown is rendered then,
   // and the page follows the end of the transcript if the reader was at the end before;
-  // otherwise what arrived is counted for them (onUnseen).
+  // otherwise what arrived is counted for them (onUnseen). A message still streaming renders
+  // only its last block again each frame (see renderStreaming); one that has ended, once whole.
   scheduleRender() {
     if (this.frame === null) {
       this.follow = this.nearBottom();
@@ -382,7 +419,11 @@ export class Transcript {
     for (const message of this.dirty) {
       const text = message.text ?? message.streamed;
       message.element.hidden = !text.trim();
-      message.content.innerHTML = renderMarkdown(text);
+      if (message.open) {
+        this.renderStreaming(message, text);
+      } else {
+        message.content.innerHTML = renderMarkdown(text);
+      }
     }
     this.dirty.clear();
     const added = this.added;
@@ -393,6 +434,21 @@ export class Transcript {
     } else if (added && this.live) {
       this.setUnseen(this.unseen + added);
     }
+  }
+
+  // A streaming message's blocks that can no longer change (see settledEnd) are rendered once,
+  // when the next one begins; only the block being written is rendered again, each frame. So a
+  // frame costs the length of a block, not of the whole message so far.
+  renderStreaming(message, text) {
+    const content = message.content;
+    while (content.childNodes.length > message.settledNodes) content.lastChild.remove();
+    const end = settledEnd(text, message.settled);
+    if (end > message.settled) {
+      content.insertAdjacentHTML("beforeend", renderMarkdown(text.slice(message.settled, end)));
+      message.settled = end;
+      message.settledNodes = content.childNodes.length;
+    }
+    content.insertAdjacentHTML("beforeend", renderMarkdown(text.slice(message.settled)));
   }
 
   nearBottom() {
