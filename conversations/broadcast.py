@@ -4,6 +4,10 @@ Each event is encoded once per process. Frames go straight to the watchers in th
 channel-layer hop, no per-socket dispatch), and to other processes as one channel-layer message
 per batch, sent to the conversation's group where each process has a single channel. The layer is
 at-most-once: watchers treat it as a wake-up and fill any hole from the database (see feed.py).
+A wake-up lost outright (the last events of a turn, with nothing after them to show the hole) is
+caught by the hub's poll: every ``PARLEY_FEED_POLL_SECONDS`` it reads the latest seq of every
+conversation watched here, in one query, and sends the watchers of any that moved on unheard to
+the database.
 """
 
 import asyncio
@@ -11,6 +15,7 @@ import logging
 from collections import deque
 
 from channels.layers import get_channel_layer
+from django.conf import settings
 
 from . import selectors
 from .dbthreads import run_db
@@ -69,8 +74,14 @@ class Subscription:
             self._frames.extend(frames)
         self._wakeup.set()
 
-    async def get(self, timeout: float) -> list[Frame] | None:
-        """Every frame queued so far, waiting up to ``timeout`` for one; None if none came."""
+    def nudge(self) -> None:
+        """Send the watcher to the database: events were committed that it was not given."""
+        self.overflowed = True
+        self._wakeup.set()
+
+    async def get(self, timeout: float | None) -> list[Frame] | None:
+        """Every frame queued so far, waiting up to ``timeout`` seconds (None: for as long as it
+        takes) for one; None if none came."""
         if not self._frames and not self.overflowed:
             self._wakeup.clear()
             try:
@@ -97,10 +108,15 @@ class Hub:
         # Called (on the loop) when another process says someone's access was lowered.
         self.on_access_changed: list = []
         self._sending: set[asyncio.Task] = set()
+        # The latest seq the watchers here were given or read, per conversation.
+        self._seen: dict[str, int] = {}
+        self._poller: asyncio.Task | None = None
 
     async def subscribe(self, conversation_id: str) -> Subscription:
         server_loop.bind()
         subscription = Subscription(conversation_id)
+        if self._poller is None or self._poller.done():
+            self._poller = asyncio.get_running_loop().create_task(self._poll_forever())
         watchers = self._subscriptions.setdefault(conversation_id, set())
         first = not watchers
         watchers.add(subscription)
@@ -125,6 +141,7 @@ class Hub:
         if watchers:
             return
         del self._subscriptions[conversation_id]
+        self._seen.pop(conversation_id, None)
         if layer_is_shared() and self._channel is not None:
             async with self._membership:
                 if conversation_id not in self._subscriptions:
@@ -183,8 +200,39 @@ class Hub:
         self._outbox.put_nowait((conversation_id, frames))
 
     def _deliver(self, conversation_id: str, frames: list[Frame]) -> None:
-        for subscription in tuple(self._subscriptions.get(conversation_id, ())):
+        watchers = self._subscriptions.get(conversation_id)
+        if not watchers:
+            return
+        if frames:
+            self.seen(conversation_id, frames[-1].seq)
+        for subscription in tuple(watchers):
             subscription.put(frames)
+
+    def seen(self, conversation_id: str, seq: int) -> None:
+        """The watchers of a conversation have been given (or have read) every event up to
+        ``seq``: the poll need not send them to the database for those."""
+        if conversation_id in self._subscriptions and seq > self._seen.get(conversation_id, 0):
+            self._seen[conversation_id] = seq
+
+    async def _poll_forever(self) -> None:
+        """The backstop for lost wake-ups: one query per interval for every conversation
+        watched in this process, however many sockets watch them."""
+        while True:
+            await asyncio.sleep(settings.PARLEY_FEED_POLL_SECONDS)
+            watched = list(self._subscriptions)
+            if not watched:
+                continue
+            try:
+                latest = await run_db(selectors.latest_seqs, conversation_ids=watched)
+            except Exception as exc:
+                # The watchers wait for the next wake-up, or the next poll.
+                logger.warning("Could not poll the latest events: %r", exc)
+                continue
+            for conversation_id, seq in latest.items():
+                if seq > self._seen.get(conversation_id, 0):
+                    self._seen[conversation_id] = seq
+                    for subscription in tuple(self._subscriptions.get(conversation_id, ())):
+                        subscription.nudge()
 
     async def _forward(self) -> None:
         """Send batches to other processes in the order they were committed here."""

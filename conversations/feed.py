@@ -4,13 +4,11 @@ in order, with no gap and no duplicate: the one join used by the WebSocket and b
 The join is race-free the way Centrifugo does it: subscribe first, then read history, and merge
 by seq. Live frames at or below the last seq sent are duplicates and dropped; a frame beyond the
 next seq means a hole (the layer is at-most-once), which is filled from the database, where every
-published event already is. A feed that hears nothing for a while also checks the database, so a
-lost wake-up delays a watcher by seconds at most.
+published event already is. A wake-up lost outright is caught by the hub's poll (see
+broadcast.py), which sends the feed to the database: it delays a watcher by seconds at most.
 """
 
 import asyncio
-
-from django.conf import settings
 
 from . import selectors
 from .broadcast import Subscription, hub
@@ -69,6 +67,8 @@ class ConversationFeed:
         self._page = self.PAGE if self._replay else self.FIRST_PAGE
         if frames:
             self.last_seq = frames[-1].seq
+        if not self._replay:
+            hub.seen(self.conversation_id, self.last_seq)
 
     def rewind(self, after_seq: int) -> None:
         """Send everything after ``after_seq`` again (a client that saw a hole asks for this)."""
@@ -80,7 +80,6 @@ class ConversationFeed:
         """The next frames in seq order; an empty list when ``timeout`` seconds pass without one."""
         loop = asyncio.get_running_loop()
         deadline = None if timeout is None else loop.time() + timeout
-        poll = settings.PARLEY_FEED_POLL_SECONDS
         if self._primed:
             frames, self._primed = self._primed, []
             return frames
@@ -98,6 +97,7 @@ class ConversationFeed:
                 if len(frames) < self._page:
                     self._replay = False
                     self._page = self.FIRST_PAGE
+                    hub.seen(self.conversation_id, frames[-1].seq if frames else self.last_seq)
                 else:
                     self._page = self.PAGE
                 if frames:
@@ -107,14 +107,12 @@ class ConversationFeed:
                 self._subscription.overflowed = False
                 self._replay = True
                 continue
-            wait = poll if deadline is None else min(poll, deadline - loop.time())
-            if wait <= 0:
+            wait = None if deadline is None else deadline - loop.time()
+            if wait is not None and wait <= 0:
                 return []
             live = await self._subscription.get(wait)
             if live is None:
-                # Quiet for a while: look in the database in case a wake-up was lost.
-                self._replay = wait >= poll
-                continue
+                return []  # the timeout passed
             frames = self._merge(live)
             if frames:
                 return frames

@@ -285,6 +285,15 @@ def acting_member(*, workspace_id: int, username: str):
     return membership.user if membership else None
 
 
+def latest_seqs(*, conversation_ids: list[str]) -> dict[str, int]:
+    """Each conversation's latest seq (those that exist), read in chunks of a thousand."""
+    latest = {}
+    for start in range(0, len(conversation_ids), 1000):
+        chunk = conversation_ids[start : start + 1000]
+        latest.update(Conversation.objects.filter(pk__in=chunk).values_list("pk", "last_seq"))
+    return latest
+
+
 def people_watching(*, conversation_id: str) -> list[dict]:
     """Who has the conversation open right now, each once, in the order they came, with their
     role in its workspace."""

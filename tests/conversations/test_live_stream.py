@@ -5,9 +5,14 @@ import json
 import random
 
 import httpx_sse
+from asgiref.sync import sync_to_async
 from django.contrib.admin.utils import quote
+from django.db import connection, transaction
+from django.utils import timezone
 
+from conversations import services
 from conversations.models import Turn
+from conversations.shared import person
 from tests.conftest import all_events, events_until_terminal, receive_json, wait_for_turn_end
 
 INTERNAL = "Something went wrong inside Parley; an admin can see the details."
@@ -379,3 +384,45 @@ async def test_sockets_that_go_away_mid_stream_end_quietly_and_the_turn_goes_on(
     assert state["latest_seq"] == 6002
     events = await asyncio.to_thread(all_events, server.client(people.alice), cid)
     assert events[-1]["type"] == "turn.completed"
+
+
+@sync_to_async
+def stored_without_a_wake_up(conversation, user) -> Turn:
+    """A turn's events committed by someone whose wake-up never reaches the server (this test
+    process, as another process whose message the layer lost would)."""
+    try:
+        turn = Turn.objects.create(
+            conversation=conversation,
+            input="elsewhere",
+            started_by=user,
+            status=Turn.Status.COMPLETED,
+            ended_at=timezone.now(),
+        )
+        started = {"input": "elsewhere", "started_by": person(user), "interactive": True}
+        with transaction.atomic():
+            services.append_events(
+                conversation_id=conversation.pk,
+                turn_id=turn.pk,
+                events=[("turn.started", started), ("turn.completed", {})],
+            )
+        return turn
+    finally:
+        connection.close()
+
+
+async def test_events_whose_wake_up_was_lost_reach_every_watcher_at_the_next_poll(
+    make_server, people, conversation
+):
+    """One query per poll for the whole process finds them, however many sockets watch."""
+    server = make_server(PARLEY_FEED_POLL_SECONDS="0.5")
+    async with (
+        server.connect(conversation.pk, people.bob) as first,
+        server.connect(conversation.pk, people.alice) as second,
+    ):
+        for ws in (first, second):
+            assert (await receive_json(ws))["type"] == "ws.ready"
+        turn = await stored_without_a_wake_up(conversation, people.alice.user)
+        for ws in (first, second):
+            events = await events_until_terminal(ws, turn.pk, timeout=20)
+            assert [e["type"] for e in events] == ["turn.started", "turn.completed"]
+            assert_contiguous(events, 1, 2)
