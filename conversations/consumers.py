@@ -3,6 +3,7 @@ client may send (each answered with ``ws.ack`` or ``ws.error``)."""
 
 import asyncio
 import logging
+import re
 import weakref
 from urllib.parse import parse_qs
 
@@ -15,7 +16,6 @@ from .events import check_seq_within, parse_seq
 from .feed import ConversationFeed
 from .metrics import SOCKETS_BEHIND, SOCKETS_OPEN
 from .process import process_id, server_loop
-from .selectors import conversation_with_state
 from .shared import ApplicationError
 from .sockets import GuardedConsumer, anything, flag, identifier, optional_string, string
 
@@ -35,6 +35,9 @@ CLOSE_BEHIND = 4408
 # How long such a client has to read what it has and answer the close before the connection is
 # dropped (its buffer is bounded meanwhile; Daphne's pings drop a client gone for good).
 CLOSE_PATIENCE_SECONDS = 30
+# What a conversation id may look like (Parley's are "c_" and 16 hex digits): anything else is
+# refused before the socket subscribes to anything.
+CONVERSATION_ID = re.compile(r"[A-Za-z0-9_.-]{1,64}")
 # A socket sending a long batch yields to the loop this often.
 PUMP_YIELD_EVERY = 64
 
@@ -84,10 +87,25 @@ class ConversationConsumer(GuardedConsumer):
             await self.close(code=CLOSE_UNAUTHENTICATED)
             return
         self.conversation_id = self.scope["url_route"]["kwargs"]["conversation_id"]
+        if not CONVERSATION_ID.fullmatch(self.conversation_id):
+            await self.close(code=CLOSE_FORBIDDEN)  # no conversation has such an id
+            return
+        query = parse_qs(
+            self.scope.get("query_string", b"").decode("latin1"), keep_blank_values=True
+        )
+        bad_query = None
         try:
-            _, self.membership = await run_db(
-                conversation_access, user=user, conversation_id=self.conversation_id
-            )
+            from_seq = parse_seq(query["from_seq"][-1]) if "from_seq" in query else 0
+        except ApplicationError as error:
+            from_seq, bad_query = 0, error
+        wants_presence = query.get("presence", [""])[-1] in ("1", "true")
+        # Subscribe first, then check access and read the state and the replay's first page in
+        # one trip: nothing committed after the read is missed, nothing is sent before access
+        # is checked, and the first events follow ws.ready at once.
+        self.feed = ConversationFeed(self.conversation_id, from_seq)
+        await self.settle(self.feed.__aenter__())
+        try:
+            conversation, self.membership, first_page = await run_db(self._open_for, user)
         except ApplicationError:
             await self.close(code=CLOSE_FORBIDDEN)
             return
@@ -97,22 +115,9 @@ class ConversationConsumer(GuardedConsumer):
             role=self.membership.role,
             revoke=self.revoked,
         )
-        query = parse_qs(
-            self.scope.get("query_string", b"").decode("latin1"), keep_blank_values=True
-        )
         try:
-            from_seq = parse_seq(query["from_seq"][-1]) if "from_seq" in query else 0
-        except ApplicationError as error:
-            await self.refuse(error)
-            return
-        wants_presence = query.get("presence", [""])[-1] in ("1", "true")
-        # Subscribe before reading the state, so nothing committed after the read is missed.
-        self.feed = ConversationFeed(self.conversation_id, from_seq)
-        await self.settle(self.feed.__aenter__())
-        # The state and the replay's first page in one trip, so that the first events follow
-        # ws.ready at once.
-        conversation, first_page = await run_db(self._state_and_first_page)
-        try:
+            if bad_query is not None:
+                raise bad_query
             check_seq_within(from_seq, conversation.last_seq)
         except ApplicationError as error:
             await self.refuse(error)
@@ -134,11 +139,15 @@ class ConversationConsumer(GuardedConsumer):
             self.feed.on_presence(self.send_presence)
         await self.settle(self._watch(user))
 
-    def _state_and_first_page(self):
-        conversation = conversation_with_state(conversation_id=self.conversation_id)
+    def _open_for(self, user):
+        """The conversation with its state (ApplicationError if the person may not see it),
+        their membership, and the replay's first page."""
+        conversation, membership = conversation_access(
+            user=user, conversation_id=self.conversation_id
+        )
         if self.feed.last_seq > conversation.last_seq:
-            return conversation, []  # refused: from_seq is past the latest event
-        return conversation, self.feed.read_first_page()
+            return conversation, membership, []  # refused: from_seq is past the latest event
+        return conversation, membership, self.feed.read_first_page()
 
     async def _watch(self, user) -> None:
         self.watcher = await run_db(
@@ -189,7 +198,7 @@ class ConversationConsumer(GuardedConsumer):
         try:
             while True:
                 frames = await self.feed.next_batch()
-                if not await self._send_texts(frame.text for frame in frames):
+                if not await self._send_frames(frames):
                     return
         except asyncio.CancelledError:
             raise
@@ -197,25 +206,37 @@ class ConversationConsumer(GuardedConsumer):
             logger.exception("Feed of %s broke down", self.conversation_id)
             await self.close(code=1011)
 
-    async def _send_texts(self, texts) -> bool:
-        """Send frames (already encoded text) straight to the server; False if the client has
-        gone (its disconnect is on the way, and ends this socket's feed) or has fallen behind.
+    async def _send_frames(self, frames) -> bool:
+        """Send events to the client, a slice at a time; False if the client has gone (its
+        disconnect is on the way, and ends this socket's feed) or has fallen behind.
 
         While the socket's write buffer is full nothing more is sent: the feed is not read
         meanwhile, and catches up from the database once the client has. A socket whose buffer
         stays full for ``PARLEY_SOCKET_STALL_SECONDS`` is closed with 4408."""
-        send = self.base_send
         flow = self.scope.get("parley.flow")
+        for start in range(0, len(frames), PUMP_YIELD_EVERY):
+            if start:
+                # Let the reactor write to the network and the turn go on meanwhile.
+                await asyncio.sleep(0)
+            chunk = frames[start : start + PUMP_YIELD_EVERY]
+            if flow is None:
+                if not await self._send_texts(frame.text for frame in chunk):
+                    return False
+                continue
+            if flow.full and not await flow.drained(settings.PARLEY_SOCKET_STALL_SECONDS):
+                await self._close_behind(flow)
+                return False
+            if not flow.write(chunk) and not await self._send_texts(f.text for f in chunk):
+                return False
+        return True
+
+    async def _send_texts(self, texts) -> bool:
+        """Send frames (already encoded text) through the server, one by one; False if the
+        client has gone."""
+        send = self.base_send
         try:
-            for count, text in enumerate(texts, start=1):
-                if flow is not None and flow.full:
-                    if not await flow.drained(settings.PARLEY_SOCKET_STALL_SECONDS):
-                        await self._close_behind(flow)
-                        return False
+            for text in texts:
                 await send({"type": "websocket.send", "text": text})
-                if count % PUMP_YIELD_EVERY == 0:
-                    # Let the reactor write to the network and the turn go on meanwhile.
-                    await asyncio.sleep(0)
         except asyncio.CancelledError:
             raise
         except Exception as error:

@@ -1,7 +1,8 @@
 """The events a conversation records: their types, the envelope (built in exactly one place),
 and its once-per-process encoding as a frame."""
 
-from dataclasses import dataclass
+import struct
+from dataclasses import dataclass, field
 from datetime import datetime
 
 import orjson
@@ -66,10 +67,33 @@ class Frame:
     type: str
     turn_id: str
     text: str
+    _wire: bytes | None = field(default=None, compare=False, repr=False)
 
     @property
     def is_terminal(self) -> bool:
         return self.type in TERMINAL_EVENT_TYPES
+
+    @property
+    def wire(self) -> bytes:
+        """The event as a WebSocket text message, as a server sends it (one final frame, not
+        masked): made once, however many sockets it goes to."""
+        wire = self._wire
+        if wire is None:
+            wire = websocket_text(self.text.encode())
+            object.__setattr__(self, "_wire", wire)
+        return wire
+
+
+def websocket_text(payload: bytes) -> bytes:
+    """``payload`` (UTF-8) framed as one unmasked WebSocket text message (RFC 6455, 5.2)."""
+    size = len(payload)
+    if size < 126:
+        header = bytes((0x81, size))
+    elif size < 1 << 16:
+        header = struct.pack("!BBH", 0x81, 126, size)
+    else:
+        header = struct.pack("!BBQ", 0x81, 127, size)
+    return header + payload
 
 
 class FrameEncoder:

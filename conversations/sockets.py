@@ -12,6 +12,7 @@ from channels.consumer import get_handler_name
 from channels.exceptions import StopConsumer
 from channels.generic.websocket import AsyncWebsocketConsumer
 from django.conf import settings
+from twisted.internet import tcp
 from twisted.internet.interfaces import IPushProducer
 from zope.interface import implementer
 
@@ -255,6 +256,11 @@ class Flow:
             # The HTTP channel the socket was upgraded from, which has handed the connection over.
             transport.unregisterProducer()
         transport.registerProducer(self, True)
+        # Plain TCP (Daphne's own sockets, not TLS it ends itself): written to directly, see
+        # write().
+        self._direct = isinstance(transport, tcp.Connection) and not getattr(
+            transport, "TLS", False
+        )
 
     @property
     def full(self) -> bool:
@@ -268,6 +274,39 @@ class Flow:
         except TimeoutError:
             return False
         return True
+
+    def write(self, frames) -> bool:
+        """Write ``frames`` (events, see conversations.events.Frame) to the socket in one go:
+        each is framed once for every socket it goes to, and a batch is one write, where
+        sending each through Daphne frames it again for each socket and writes it alone. False
+        when the socket cannot take them so (not open, or compressing its messages, which
+        Parley's server does not offer), and they are to be sent one by one."""
+        protocol = self.protocol
+        if protocol.state != protocol.STATE_OPEN or protocol._perMessageCompress is not None:
+            return False
+        data = b"".join(frame.wire for frame in frames)
+        transport = protocol.transport
+        if self._direct and not protocol.send_queue and self._nothing_waiting(transport):
+            # Nothing is waiting to go out before it: hand it to the kernel now, as asyncio's
+            # own transports do. Twisted would first watch the socket for writability and stop
+            # watching it once written, two system calls for every batch of every socket.
+            sent = transport.writeSomeData(data)
+            if isinstance(sent, int):
+                data = data[sent:]
+            # Otherwise the connection is lost: Twisted's own write finds out and closes it.
+        if data:
+            transport.write(data)
+        return True
+
+    @staticmethod
+    def _nothing_waiting(transport) -> bool:
+        """Whether Twisted holds no bytes yet to be written to this connection."""
+        return (
+            transport.connected
+            and not transport.disconnecting
+            and transport._tempDataLen == 0
+            and len(transport.dataBuffer) == transport.offset
+        )
 
     def close_patiently(self, seconds: float) -> None:
         """A socket closed for falling behind belongs to a slow client, not a gone one: give it
