@@ -5,13 +5,39 @@ frame the size of a Parley event, the loop handing each frame to each socket in 
 
 Over HTTP it is the bare request: any POST is read to its end and answered with a small JSON
 200, with no framework in between (other methods get a 405), the floor for a round trip
-through Daphne.
+through Daphne. A POST to ``/drf/`` goes instead through Django's ASGI handler, with no
+middleware, to a DRF view with no authentication that parses the JSON body and answers the same
+document: what the framework alone costs, before any of Parley's work.
 """
 
 import asyncio
 import json
 
+import django
 from channels.generic.websocket import AsyncWebsocketConsumer
+from django.conf import settings
+from django.urls import path
+
+# Django for /drf/ alone: no apps but DRF's needs, no middleware, no database.
+settings.configure(
+    DEBUG=False,
+    SECRET_KEY="bench-bare-app",
+    ALLOWED_HOSTS=["*"],
+    INSTALLED_APPS=["django.contrib.contenttypes", "django.contrib.auth", "rest_framework"],
+    MIDDLEWARE=[],
+    ROOT_URLCONF=__name__,
+    DATABASES={},
+    REST_FRAMEWORK={
+        "DEFAULT_AUTHENTICATION_CLASSES": [],
+        "DEFAULT_PERMISSION_CLASSES": [],
+        "UNAUTHENTICATED_USER": None,
+    },
+)
+django.setup()
+
+from django.core.asgi import get_asgi_application  # noqa: E402
+from rest_framework.response import Response  # noqa: E402
+from rest_framework.views import APIView  # noqa: E402
 
 FRAME = json.dumps(
     {
@@ -70,8 +96,21 @@ async def answer(scope, receive, send):
     await send({"type": "http.response.body", "body": ANSWER if ok else b""})
 
 
+class BareDrfView(APIView):
+    def post(self, request):
+        request.data  # parsed, as a view's body is  # noqa: B018
+        return Response({"ok": True})
+
+
+urlpatterns = [path("drf/", BareDrfView.as_view())]
+django_app = get_asgi_application()
+
+
 async def application(scope, receive, send):
     if scope["type"] == "http":
-        await answer(scope, receive, send)
+        if scope["path"] == "/drf/":
+            await django_app(scope, receive, send)
+        else:
+            await answer(scope, receive, send)
     else:
         await push(scope, receive, send)

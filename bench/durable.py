@@ -172,7 +172,7 @@ def report(durable: dict, parked: dict, questions: dict) -> list[str]:
         f"  answer -> a released turn's turn.resumed: p50 "
         f"{d['answer_to_resumed_ms']['p50']:.1f} ms, p99 {d['answer_to_resumed_ms']['p99']:.1f} ms;"
         f" its next event p50 {d['answer_to_next_event_ms']['p50']:.1f} ms (a turn in memory: "
-        f"p50 {questions['reply_to_next_event_ms']['p50']:.1f} ms)",
+        f"p50 {questions['next_event']['p50']:.1f} ms)",
         f"  after a restart, answer -> turn.resumed: p50 "
         f"{d['after_restart_answer_to_resumed_ms']['p50']:.1f} ms, p99 "
         f"{d['after_restart_answer_to_resumed_ms']['p99']:.1f} ms ({d['samples']} samples)",
