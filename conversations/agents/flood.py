@@ -13,7 +13,6 @@ import asyncio
 
 from . import Agent
 
-
 MARKDOWN_PIECE = 20
 
 
