@@ -104,21 +104,24 @@ LET_GO = {"runner": "", "inbox": "", "lease_expires_at": None}
 
 
 _EVENT_COLUMNS = ("conversation", "turn", "seq", "type", "data", "created_at")
+_STEP_COLUMNS = ("turn", "index", "kind", "name", "digest", "said", "outcome")
 
 
-def _insert_event_rows(rows: list[tuple]) -> None:
-    """Insert event rows with multi-row INSERT statements.
+def _insert_rows(model, fields: tuple[str, ...], rows: list[tuple]) -> None:
+    """Insert rows (values in the order of ``fields``, JSON already encoded) with multi-row
+    INSERT statements: the hot paths' writes, which skip model instances (the ORM's
+    bulk_create spent most of a flood's time preparing fields, per the bench's profiles).
 
     One statement per chunk, not executemany: Python's sqlite3 releases and retakes the GIL for
     every row of an executemany, and with the server loop busy each retake can wait out the
     interpreter's switch interval (122 rows/s against 44,600 in a test with one busy thread).
     """
     quote = connection.ops.quote_name
-    columns = ", ".join(quote(TurnEvent._meta.get_field(f).column) for f in _EVENT_COLUMNS)
-    prefix = f"INSERT INTO {quote(TurnEvent._meta.db_table)} ({columns}) VALUES "
-    row_placeholder = "(" + ", ".join(["%s"] * len(_EVENT_COLUMNS)) + ")"
+    columns = ", ".join(quote(model._meta.get_field(f).column) for f in fields)
+    prefix = f"INSERT INTO {quote(model._meta.db_table)} ({columns}) VALUES "
+    row_placeholder = "(" + ", ".join(["%s"] * len(fields)) + ")"
     limit = connection.features.max_query_params
-    per_statement = limit // len(_EVENT_COLUMNS) if limit else len(rows)
+    per_statement = limit // len(fields) if limit else len(rows)
     with connection.cursor() as cursor:
         for start in range(0, len(rows), per_statement):
             chunk = rows[start : start + per_statement]
@@ -160,7 +163,7 @@ def append_events(*, conversation_id: str, turn_id: str, events: list[EventSpec]
         data_json = encode(data)
         rows.append((conversation_id, turn_id, seq, type_, data_json, stored_at))
         frames.append(encoder.frame(seq, type_, turn_id, recorded_at, data_json))
-    _insert_event_rows(rows)
+    _insert_rows(TurnEvent, _EVENT_COLUMNS, rows)
     transaction.on_commit(partial(hub.publish, conversation_id, frames))
     return frames
 
@@ -188,10 +191,14 @@ def turn_events_append(
 
 
 def turn_steps_record(*, turn_id: str, steps) -> None:
-    """Store journal steps (dicts of TurnStep's fields), inside the transaction that stores
-    their events."""
+    """Store journal steps (dicts of TurnStep's fields but the turn), inside the transaction
+    that stores their events."""
     if steps:
-        TurnStep.objects.bulk_create(TurnStep(turn_id=turn_id, **step) for step in steps)
+        rows = [
+            (turn_id, *(step[name] for name in _STEP_COLUMNS[1:-1]), encode(step["outcome"]))
+            for step in steps
+        ]
+        _insert_rows(TurnStep, _STEP_COLUMNS, rows)
 
 
 def conversation_create(
