@@ -158,6 +158,13 @@ def test_wake_ups_the_layer_loses_delay_the_turn_but_never_strand_it(make_node, 
     assert events[-1]["type"] == "turn.completed" and events[-1]["turn"] == turn
 
     stopped = start(client_b, cid, [{"sleep": 60}, {"say": "never"}])
+    # Stopped once it runs on B: a Stop stored before the turn begins is read as it begins, not
+    # made good by the poll this test is about (answers are fast enough now to get there first).
+    wait_until(
+        lambda: client_a.get(f"/api/conversations/{cid}/in-flight/").json()["status"]
+        == "running",
+        what="the turn running on B",
+    )
     stop = client_a.post(f"/api/conversations/{cid}/cancel/", json={"turn_id": stopped})
     assert stop.status_code == 202, stop.text
     wait_for_turn_end(client_a, cid, timeout=60)
