@@ -3,6 +3,10 @@
 A client sends ``{"count": N}`` on any socket; every socket connected then gets N copies of a
 frame the size of a Parley event, the loop handing each frame to each socket in turn.
 
+At ``/stock/`` the same, the way Channels' documentation fans out: every socket joins one group
+on the channel layer (Channels' in-memory layer), and each frame is a ``group_send`` that the
+layer hands to each socket's consumer, which sends it. The baseline a Channels app starts from.
+
 Over HTTP it is the bare request: any POST is read to its end and answered with a small JSON
 200, with no framework in between (other methods get a 405), the floor for a round trip
 through Daphne. A POST to ``/drf/`` goes instead through Django's ASGI handler, with no
@@ -27,6 +31,13 @@ settings.configure(
     MIDDLEWARE=[],
     ROOT_URLCONF=__name__,
     DATABASES={},
+    # Room for every frame of a round in each socket's queue: a full one drops messages.
+    CHANNEL_LAYERS={
+        "default": {
+            "BACKEND": "channels.layers.InMemoryChannelLayer",
+            "CONFIG": {"capacity": 1_000_000},
+        }
+    },
     REST_FRAMEWORK={
         "DEFAULT_AUTHENTICATION_CLASSES": [],
         "DEFAULT_PERMISSION_CLASSES": [],
@@ -73,7 +84,19 @@ class PushConsumer(AsyncWebsocketConsumer):
                 await asyncio.sleep(0)  # let the reactor write, as any real producer would
 
 
+class StockConsumer(AsyncWebsocketConsumer):
+    groups = ["stock"]
+
+    async def receive(self, text_data=None, bytes_data=None):
+        for _ in range(json.loads(text_data)["count"]):
+            await self.channel_layer.group_send("stock", {"type": "frame"})
+
+    async def frame(self, event):
+        await self.send(text_data=FRAME)
+
+
 push = PushConsumer.as_asgi()
+stock = StockConsumer.as_asgi()
 ANSWER = b'{"ok":true}'
 
 
@@ -112,5 +135,7 @@ async def application(scope, receive, send):
             await django_app(scope, receive, send)
         else:
             await answer(scope, receive, send)
+    elif scope["path"] == "/stock/":
+        await stock(scope, receive, send)
     else:
         await push(scope, receive, send)

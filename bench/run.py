@@ -159,9 +159,10 @@ def percentile(values, fraction):
 # The ceiling ------------------------------------------------------------------------------
 
 
-async def ceiling_round(server: Daphne, sockets: int, frames: int) -> float:
-    """Deliveries per second from a bare consumer pushing ``frames`` to ``sockets`` sockets."""
-    connections = [await server.ws("/").__aenter__() for _ in range(sockets)]
+async def ceiling_round(server: Daphne, sockets: int, frames: int, path: str = "/") -> float:
+    """Deliveries per second from a bare consumer pushing ``frames`` to ``sockets`` sockets
+    (at ``/stock/``, through Channels' group_send instead)."""
+    connections = [await server.ws(path).__aenter__() for _ in range(sockets)]
     try:
         await asyncio.sleep(0.2)
 
@@ -612,12 +613,13 @@ async def main(quick: bool) -> dict:
         # Ceiling and Parley take turns, round by round, so that both see the same noise;
         # each ratio is taken within a round.
         print(f"Throughput: {rounds} rounds of ceiling and Parley, taking turns …", flush=True)
-        table = {key: [] for key in ("c1", "p1", "c20", "p20")}
+        table = {key: [] for key in ("c1", "p1", "c20", "p20", "s20")}
         for _ in range(rounds):
             table["c1"].append(await ceiling_round(bare, 1, n_one))
             table["p1"].append(await parley_stream_round(parley, 1, n_one))
             table["c20"].append(await ceiling_round(bare, 20, n_many))
             table["p20"].append(await parley_stream_round(parley, 20, n_many))
+            table["s20"].append(await ceiling_round(bare, 20, n_many, "/stock/"))
         print("Persistence alone, replay, commit -> socket delay …", flush=True)
         persist, replay_cid = [], None
         for _ in range(rounds):
@@ -696,6 +698,7 @@ async def main(quick: bool) -> dict:
     results["ceiling"] = {
         "deliveries_per_s_1": median(table["c1"]),
         "deliveries_per_s_20": median(table["c20"]),
+        "stock_channels_deliveries_per_s_20": median(table["s20"]),
     }
     results["parley"] = {
         "events_per_s_1_socket": median([e for e, _ in table["p1"]]),
@@ -718,6 +721,9 @@ async def main(quick: bool) -> dict:
         ),
         "parley_vs_ceiling_20": median(
             [p[1] / c for p, c in zip(table["p20"], table["c20"], strict=True)]
+        ),
+        "parley_vs_stock_20": median(
+            [p[1] / c for p, c in zip(table["p20"], table["s20"], strict=True)]
         ),
     }
     results["raw"] = table
@@ -776,6 +782,9 @@ def report(results: dict) -> str:
         f"{p['deliveries_per_s_20']:>14,.0f}",
         f"{'Parley / ceiling':44}{r['parley_vs_ceiling_1']:>14.0%}"
         f"{r['parley_vs_ceiling_20']:>14.0%}",
+        f"{'stock Channels (group_send), deliveries/s':44}{'':>14}"
+        f"{c['stock_channels_deliveries_per_s_20']:>14,.0f}",
+        f"{'Parley / stock Channels':44}{'':>14}{r['parley_vs_stock_20']:>14.1f}x",
         "",
         f"Persisted with nobody watching: {p['events_per_s_persist_only']:,.0f} events/s",
     ]
