@@ -59,11 +59,12 @@ class ConversationFeed:
             conversation_id=self.conversation_id, after_seq=self.last_seq, limit=self._page
         )
 
-    def prime(self, frames: list[Frame]) -> None:
+    def prime(self, frames: list[Frame], *, read_before_subscribing: bool = False) -> None:
         """Take ``frames`` (from :meth:`read_first_page`) as the replay's first page: the next
-        ``next_batch`` returns them, and the replay goes on after them if the page was full."""
+        ``next_batch`` returns them, and the replay goes on after them if the page was full, or
+        if it was read before the feed subscribed (events committed in between are read then)."""
         self._primed = frames
-        self._replay = len(frames) == self._page
+        self._replay = read_before_subscribing or len(frames) == self._page
         self._page = self.PAGE if self._replay else self.FIRST_PAGE
         if frames:
             self.last_seq = frames[-1].seq

@@ -4,7 +4,7 @@ that was active ends, then ``event: done``."""
 from django.conf import settings
 from django.http import StreamingHttpResponse
 
-from . import revocation
+from . import revocation, selectors
 from .events import encode
 from .feed import ConversationFeed
 from .models import Membership
@@ -34,6 +34,7 @@ async def tail_stream(
     end_seq: int,
     follow_turn_id: str | None,
     membership=None,
+    first_page: list | None = None,
 ):
     """Events after ``after_seq``: up to ``end_seq`` when no turn is active, else until the
     active turn's terminal event; then ``done`` with the last seq sent. With ``membership``
@@ -42,6 +43,8 @@ async def tail_stream(
     keepalive = settings.PARLEY_SSE_KEEPALIVE_SECONDS
     sent = after_seq
     feed = ConversationFeed(conversation_id, after_seq)
+    if first_page is not None:
+        feed.prime(first_page, read_before_subscribing=True)
     held = None
     if membership is not None:
         # Held as a viewer's: a lowered role still reads, only a removal ends the tail.
@@ -81,7 +84,12 @@ async def tail_stream(
 
 def tail_response(conversation, *, after_seq: int, membership=None) -> StreamingHttpResponse:
     """The SSE response for a conversation read with its active turn (see selectors), for the
-    reader whose ``membership`` it is (the tail ends should they lose it)."""
+    reader whose ``membership`` it is (the tail ends should they lose it). Called where the
+    database may be read (a database thread): the replay's first page is read with it, so that
+    the first events go out with the response's first bytes."""
+    first_page = selectors.event_frames_after(
+        conversation_id=conversation.pk, after_seq=after_seq, limit=ConversationFeed.FIRST_PAGE
+    )
     response = StreamingHttpResponse(
         tail_stream(
             conversation_id=conversation.pk,
@@ -89,6 +97,7 @@ def tail_response(conversation, *, after_seq: int, membership=None) -> Streaming
             end_seq=conversation.last_seq,
             follow_turn_id=conversation.active_turn_id,
             membership=membership,
+            first_page=first_page,
         ),
         content_type="text/event-stream",
     )
