@@ -16,6 +16,15 @@ CHROMIUM = os.environ.get("PARLEY_CHROMIUM") or shutil.which("chromium") or "/us
 ARGS = ["--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking"]
 
 
+async def log_in(page, url: str) -> None:
+    """Sign the page in as the bench's person, through the login form."""
+    await page.goto(f"{url}/login/")
+    await page.fill("#id_username", "bench")
+    await page.fill("#id_password", "bench")
+    await page.click("button[type=submit]")
+    await page.wait_for_url(f"{url}/")
+
+
 async def _conversation(http: httpx.AsyncClient, title: str) -> str:
     response = await http.post(
         "/api/conversations/", json={"workspace": "bench", "title": title, "agent": "flood"}
@@ -87,11 +96,7 @@ async def run(scratch: Path, quick: bool, *, Daphne, prepare_parley, percentile)
             browser = await playwright.chromium.launch(executable_path=CHROMIUM, args=ARGS)
             context = await browser.new_context(viewport={"width": 1280, "height": 900})
             page = await context.new_page()
-            await page.goto(f"{url}/login/")
-            await page.fill("#id_username", "bench")
-            await page.fill("#id_password", "bench")
-            await page.click("button[type=submit]")
-            await page.wait_for_url(f"{url}/")
+            await log_in(page, url)
             for _ in range(rounds):
                 times["short"].append(
                     await _open(page, f"{url}/conversations/{short}/", latest[short])

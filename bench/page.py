@@ -17,7 +17,7 @@ from pathlib import Path
 import httpx
 from playwright.async_api import async_playwright
 
-from bench.history import ARGS, CHROMIUM
+from bench.history import ARGS, CHROMIUM, log_in
 
 # Counts animation frames and long tasks, and notes when the turn's end is shown: installed
 # before the page's own scripts (over the DevTools protocol, so the page's CSP does not apply).
@@ -96,11 +96,7 @@ async def run(scratch: Path, quick: bool, *, Daphne, prepare_parley, percentile)
             page = await context.new_page()
             cdp = await context.new_cdp_session(page)
             await cdp.send("Performance.enable")
-            await page.goto(f"{url}/login/")
-            await page.fill("#id_username", "bench")
-            await page.fill("#id_password", "bench")
-            await page.click("button[type=submit]")
-            await page.wait_for_url(f"{url}/")
+            await log_in(page, url)
             for _ in range(rounds):
                 for name, length in lengths.items():
                     # A conversation of its own each time: the page holds that answer alone.

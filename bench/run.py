@@ -654,42 +654,23 @@ async def main(quick: bool) -> dict:
             prepare_parley=prepare_parley,
             percentile=percentile,
         )
-    print("An outside agent over MCP: answer -> the agent has the result …", flush=True)
-    async with asyncio.timeout(600):
-        results["mcp"] = await mcp_stage().run(
-            scratch / "mcp",
-            quick,
-            Daphne=Daphne,
-            prepare_parley=prepare_parley,
-            percentile=percentile,
-        )
-    print("A long conversation opened in Chromium …", flush=True)
-    async with asyncio.timeout(1200):
-        results["history"] = await history_stage().run(
-            scratch / "history",
-            quick,
-            Daphne=Daphne,
-            prepare_parley=prepare_parley,
-            percentile=percentile,
-        )
-    print("A long answer streamed into the page in Chromium …", flush=True)
-    async with asyncio.timeout(1200):
-        results["page"] = await page_stage().run(
-            scratch / "page",
-            quick,
-            Daphne=Daphne,
-            prepare_parley=prepare_parley,
-            percentile=percentile,
-        )
-    print("Many sockets on one process …", flush=True)
-    async with asyncio.timeout(1200):
-        results["sockets"] = await sockets_stage().run(
-            scratch / "sockets",
-            quick,
-            Daphne=Daphne,
-            prepare_parley=prepare_parley,
-            percentile=percentile,
-        )
+    # The stages that start a Parley of their own, each in its own scratch folder.
+    stages = (
+        ("mcp", mcp_stage, "An outside agent over MCP: answer -> the agent has the result", 600),
+        ("history", history_stage, "A long conversation opened in Chromium", 1200),
+        ("page", page_stage, "A long answer streamed into the page in Chromium", 1200),
+        ("sockets", sockets_stage, "Many sockets on one process", 1200),
+    )
+    for name, stage, title, seconds in stages:
+        print(f"{title} …", flush=True)
+        async with asyncio.timeout(seconds):
+            results[name] = await stage().run(
+                scratch / name,
+                quick,
+                Daphne=Daphne,
+                prepare_parley=prepare_parley,
+                percentile=percentile,
+            )
     print("Across two processes: PostgreSQL, Redis, Parley A and B …", flush=True)
     async with asyncio.timeout(1200):
         results["cluster"] = await cluster_stage().run(quick, rounds)
