@@ -219,14 +219,14 @@ class ConversationConsumer(GuardedConsumer):
                 # Let the reactor write to the network and the turn go on meanwhile.
                 await asyncio.sleep(0)
             chunk = frames[start : start + PUMP_YIELD_EVERY]
-            if flow is None:
-                if not await self._send_texts(frame.text for frame in chunk):
+            if flow is not None:
+                if flow.full and not await flow.drained(settings.PARLEY_SOCKET_STALL_SECONDS):
+                    await self._close_behind(flow)
                     return False
-                continue
-            if flow.full and not await flow.drained(settings.PARLEY_SOCKET_STALL_SECONDS):
-                await self._close_behind(flow)
-                return False
-            if not flow.write(chunk) and not await self._send_texts(f.text for f in chunk):
+                if flow.write(chunk):
+                    continue
+            # No flow (another server than Daphne), or a socket it cannot write to directly.
+            if not await self._send_texts(frame.text for frame in chunk):
                 return False
         return True
 
