@@ -18,10 +18,10 @@ django_asgi_app = get_asgi_application()
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from django.conf import settings  # noqa: E402
 
-from conversations.auth import WebSocketAuthMiddleware  # noqa: E402
-from conversations.origins import OriginCheck  # noqa: E402
-from conversations.process import server_loop  # noqa: E402
 from conversations.routing import websocket_urlpatterns  # noqa: E402
+from core.auth import WebSocketAuthMiddleware  # noqa: E402
+from core.origins import OriginCheck  # noqa: E402
+from core.process import server_loop  # noqa: E402
 from selection.routing import websocket_urlpatterns as people_urlpatterns  # noqa: E402
 
 logger = logging.getLogger(__name__)
@@ -113,12 +113,12 @@ def _complete_socket_scopes() -> None:
     """Daphne gives a request its scheme (https over TLS, or X-Forwarded-Proto's when started
     with --proxy-headers) but leaves it out of a socket's scope, where ASGI's default is ws:
     give a socket its scheme the same way (wss), so that its Origin check compares the scheme
-    HTTP's CSRF check would (see conversations.origins). And give it its write buffer's
-    ``Flow`` (see conversations.sockets), which Daphne does not show an application."""
+    HTTP's CSRF check would (see core.origins). And give it its write buffer's
+    ``Flow`` (see core.sockets), which Daphne does not show an application."""
     from daphne.server import Server
     from twisted.internet.interfaces import ISSLTransport
 
-    from conversations.sockets import Flow
+    from core.sockets import Flow
 
     create_application = Server.create_application
 

@@ -55,20 +55,20 @@ INSTALLED_APPS = [
 ]
 
 # Django's middleware, each in a subclass that runs on the event loop under ASGI rather than in
-# a thread per step (see conversations.middleware.OnTheLoop); otherwise the same classes.
+# a thread per step (see core.middleware.OnTheLoop); otherwise the same classes.
 MIDDLEWARE = [
-    "conversations.middleware.SecurityMiddleware",
+    "core.middleware.SecurityMiddleware",
     # Outermost but one, so that every HTML answer gets the policy, error pages included.
-    "conversations.middleware.ContentSecurityPolicyMiddleware",
+    "core.middleware.ContentSecurityPolicyMiddleware",
     # Before anything reads the URL: no NUL reaches a view (or the database).
-    "conversations.decoding.GatedUrlMiddleware",
-    "conversations.middleware.WhiteNoiseMiddleware",
-    "conversations.middleware.SessionMiddleware",
-    "conversations.middleware.CommonMiddleware",
-    "conversations.middleware.CsrfViewMiddleware",
-    "conversations.middleware.AuthenticationMiddleware",
-    "conversations.middleware.MessageMiddleware",
-    "conversations.middleware.XFrameOptionsMiddleware",
+    "core.decoding.GatedUrlMiddleware",
+    "core.middleware.WhiteNoiseMiddleware",
+    "core.middleware.SessionMiddleware",
+    "core.middleware.CommonMiddleware",
+    "core.middleware.CsrfViewMiddleware",
+    "core.middleware.AuthenticationMiddleware",
+    "core.middleware.MessageMiddleware",
+    "core.middleware.XFrameOptionsMiddleware",
 ]
 
 ROOT_URLCONF = "config.urls"
@@ -109,7 +109,7 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     )
 # Under ASGI each request runs in a thread of its own, so persistent connections would leak;
 # Django's advice is 0 here. The turn runner and the event feeds keep their own long-lived
-# database threads (conversations.dbthreads), which is where reuse matters.
+# database threads (core.dbthreads), which is where reuse matters.
 DATABASES["default"]["CONN_MAX_AGE"] = env.int("PARLEY_DB_CONN_MAX_AGE", default=0)
 # Persistent connections (CONN_MAX_AGE above 0) are checked before each request reuses them.
 DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
@@ -186,9 +186,9 @@ REST_FRAMEWORK = {
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
-    "EXCEPTION_HANDLER": "conversations.shared.api_exception_handler",
-    # Every request body passes the decoding gate (conversations.decoding); the API is JSON only.
-    "DEFAULT_PARSER_CLASSES": ["conversations.decoding.GatedJSONParser"],
+    "EXCEPTION_HANDLER": "core.api.api_exception_handler",
+    # Every request body passes the decoding gate (core.decoding); the API is JSON only.
+    "DEFAULT_PARSER_CLASSES": ["core.decoding.GatedJSONParser"],
     "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.LimitOffsetPagination",
     "PAGE_SIZE": 50,
 }

@@ -6,7 +6,8 @@ from django.contrib.auth import views as auth_views
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
-from conversations import health, views
+from conversations import views
+from core import health
 from selection.views import waiting_page
 
 urlpatterns = [
@@ -31,7 +32,7 @@ urlpatterns = [
     path("metrics", health.metrics, name="metrics"),
 ]
 
-handler400 = "conversations.views.invalid_request"
-handler403 = "conversations.views.forbidden"
-handler404 = "conversations.views.not_found"
-handler500 = "conversations.views.internal_error"
+handler400 = "core.views.invalid_request"
+handler403 = "core.views.forbidden"
+handler404 = "core.views.not_found"
+handler500 = "core.views.internal_error"

@@ -4,9 +4,10 @@ A person who is not a member of a workspace learns nothing of it: whatever they 
 "not found" (404). A viewer may watch but not act (403).
 """
 
+from core.errors import forbidden, not_found
+
 from .models import Conversation, Membership, Workspace
 from .selectors import conversation_with_state
-from .shared import forbidden, not_found
 
 
 def membership_of(*, user, workspace_id: int) -> Membership | None:

@@ -17,9 +17,10 @@ from django.urls import reverse
 from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 
+from core.errors import ApplicationError
+
 from . import services
 from .models import Conversation, Membership, ParkedTurn, Turn, TurnEvent, Watcher, Workspace
-from .shared import ApplicationError
 
 
 def record_models() -> tuple:

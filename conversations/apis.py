@@ -14,17 +14,18 @@ from rest_framework.renderers import JSONRenderer
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from . import seams, selectors, services
-from .access import conversation_access, workspace_access
-from .apiviews import PooledApiView
-from .events import MAX_SEQ, check_seq_within, parse_seq
-from .shared import (
-    ApplicationError,
+from core.api import (
+    PooledApiView,
     StrictBooleanField,
     StrictCharField,
     StrictSlugField,
     error_responses,
 )
+from core.errors import ApplicationError
+
+from . import seams, selectors, services
+from .access import conversation_access, workspace_access
+from .events import MAX_SEQ, check_seq_within, parse_seq
 from .sse import tail_response
 
 MAX_EVENTS_PAGE = 1000

@@ -10,9 +10,10 @@ class ConversationsConfig(AppConfig):
     def ready(self):
         # The turn runtime sits above the services that launch and notify turns: it is
         # plugged in here rather than imported by them (see conversations.seams).
+        from core.process import server_loop
+
         from . import revocation, seams
         from .consumers import close_all_sockets
-        from .process import server_loop
         from .runtime.runner import turn_runner
         from .runtime.upkeep import Upkeep
 

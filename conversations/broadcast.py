@@ -17,11 +17,12 @@ from collections import deque
 from channels.layers import get_channel_layer
 from django.conf import settings
 
+from core.dbthreads import run_db
+from core.metrics import LAYER_ERRORS
+from core.process import layer_is_shared, process_id, receive_forever, server_loop
+
 from . import selectors
-from .dbthreads import run_db
 from .events import Frame, encode
-from .metrics import LAYER_ERRORS
-from .process import layer_is_shared, process_id, receive_forever, server_loop
 
 logger = logging.getLogger(__name__)
 

@@ -9,15 +9,16 @@ from urllib.parse import parse_qs
 
 from django.conf import settings
 
+from core.dbthreads import run_db
+from core.errors import ApplicationError
+from core.process import process_id, server_loop
+from core.sockets import GuardedConsumer, anything, flag, identifier, optional_string, string
+
 from . import revocation, seams, services
 from .access import conversation_access
-from .dbthreads import run_db
 from .events import check_seq_within, parse_seq
 from .feed import ConversationFeed
 from .metrics import SOCKETS_BEHIND, SOCKETS_OPEN
-from .process import process_id, server_loop
-from .shared import ApplicationError
-from .sockets import GuardedConsumer, anything, flag, identifier, optional_string, string
 
 logger = logging.getLogger(__name__)
 

@@ -8,7 +8,7 @@ from datetime import datetime
 import orjson
 from django.db import models
 
-from .shared import ApplicationError
+from core.errors import ApplicationError
 
 
 class EventType(models.TextChoices):

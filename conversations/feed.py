@@ -10,9 +10,10 @@ broadcast.py), which sends the feed to the database: it delays a watcher by seco
 
 import asyncio
 
+from core.dbthreads import run_db_retrying
+
 from . import selectors
 from .broadcast import Subscription, hub
-from .dbthreads import run_db_retrying
 from .events import Frame
 
 

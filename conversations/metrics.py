@@ -1,4 +1,5 @@
-"""This process's Prometheus metrics, and database-wide gauges read when Prometheus scrapes.
+"""This process's Prometheus metrics of conversations, turns and questions, and database-wide
+gauges read when Prometheus scrapes (the platform's own are in core.metrics).
 
 The counters, gauges and histogram are per process (scrape every process); ``parley_turns`` and
 ``parley_questions_pending`` count rows in the shared database, so every process reports the same.
@@ -24,11 +25,6 @@ EVENT_COMMIT_SECONDS = Histogram(
     "parley_event_commit_seconds",
     "Time to append and commit one batch of events",
     buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10),
-)
-LAYER_ERRORS = Counter(
-    "parley_channel_layer_errors",
-    "Channel-layer sends and receives that failed",
-    ["operation"],  # send, group_send, receive, group_add
 )
 TURNS_RESUMED = Counter(
     "parley_turns_resumed",

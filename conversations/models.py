@@ -8,8 +8,19 @@ from django.db.models import Q
 from django.urls import reverse
 from django.utils import timezone
 
+from core.ids import new_id
+
 from .events import TERMINAL_EVENT_TYPES, EventType, event_envelope
-from .shared import new_conversation_id, new_turn_id
+
+# Public ids: a short type prefix and 16 random hex digits, e.g. ``c_9f2c4e1a7b3d5c60``.
+
+
+def new_conversation_id() -> str:
+    return new_id("c")
+
+
+def new_turn_id() -> str:
+    return new_id("t")
 
 
 class Workspace(models.Model):

@@ -14,8 +14,8 @@ from functools import partial
 from channels.layers import get_channel_layer
 from django.db import transaction
 
-from .metrics import LAYER_ERRORS
-from .process import server_loop
+from core.metrics import LAYER_ERRORS
+from core.process import server_loop
 
 logger = logging.getLogger(__name__)
 

@@ -22,11 +22,12 @@ from django.contrib.auth import get_user_model
 from django.db import transaction
 from django.db.models.signals import post_delete, post_save
 
+from core.dbthreads import run_db
+from core.process import server_loop
+
 from .broadcast import hub
-from .dbthreads import run_db
 from .metrics import ACCESS_REVOKED
 from .models import Membership
-from .process import server_loop
 
 logger = logging.getLogger(__name__)
 

@@ -5,9 +5,10 @@ from dataclasses import dataclass
 from django.db.models import Count, OuterRef, QuerySet, Subquery, TextField
 from django.db.models.functions import Cast
 
+from core.people import person
+
 from .events import Frame, FrameEncoder
 from .models import Conversation, Membership, Turn, TurnEvent, TurnStep, Watcher, Workspace
-from .shared import person
 
 
 def workspaces_for_user(*, user) -> QuerySet[Workspace]:

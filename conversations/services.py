@@ -30,14 +30,16 @@ from django.db.models import DateTimeField, F, Q, Value
 from django.db.models.functions import Coalesce, Greatest
 from django.utils import timezone
 
+from core.errors import ApplicationError, forbidden, not_found
+from core.people import person
+from core.process import process_id, server_loop
+
 from . import seams
 from .agents import agent_models
 from .broadcast import hub
 from .events import Frame, FrameEncoder, encode
 from .models import Conversation, Membership, Turn, TurnEvent, TurnStep, Watcher, Workspace
 from .notices import people_notify
-from .process import process_id, server_loop
-from .shared import ApplicationError, forbidden, not_found, person
 
 # An event to append: its type and data. It is stamped when it is recorded.
 EventSpec = tuple[str, dict]

@@ -8,22 +8,23 @@ from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
-from django.http import Http404, JsonResponse
+from django.http import Http404
 from django.middleware.csrf import get_token
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils import timezone
 from django.utils.formats import date_format
 from django.views.decorators.http import require_POST
-from django.views.defaults import bad_request, page_not_found, permission_denied, server_error
+
+from core.decoding import check_text
+from core.errors import ApplicationError
+from core.people import person
 
 from . import selectors, services
 from .access import conversation_access, workspace_access
 from .agents import agent_models
-from .decoding import check_text
 from .events import TERMINAL_EVENT_TYPES
 from .models import Membership, Turn
-from .shared import ApplicationError, person
 
 # What the agents are called on the pages; one not named here goes by its configured name.
 AGENT_LABELS = {"builtin": "Builtin helper", "openai": "Model"}
@@ -190,38 +191,3 @@ def conversation_page(request, conversation_id):
             "config": config,
         },
     )
-
-
-def _api_error(code: str, message: str, status: int) -> JsonResponse:
-    return JsonResponse({"error": {"code": code, "message": message}}, status=status)
-
-
-# Django's error handlers, named in config/urls.py. API paths answer in the API's error shape;
-# pages get Parley's page (templates/404.html and the others). Every page's policy comes from
-# conversations.middleware.
-
-
-def not_found(request, exception=None):
-    if request.path.startswith("/api/"):
-        return _api_error("not_found", f"No API endpoint at {request.path}.", 404)
-    return page_not_found(request, exception)
-
-
-def internal_error(request):
-    """500.html is rendered with no context at all (no context processors, so no database):
-    it shows even when the database is what failed."""
-    if request.path.startswith("/api/"):
-        return _api_error("server_error", "Something went wrong on our side.", 500)
-    return server_error(request)
-
-
-def forbidden(request, exception=None):
-    if request.path.startswith("/api/"):
-        return _api_error("forbidden", "You may not do that.", 403)
-    return permission_denied(request, exception)
-
-
-def invalid_request(request, exception=None):
-    if request.path.startswith("/api/"):
-        return _api_error("bad_request", "The request could not be understood.", 400)
-    return bad_request(request, exception)

@@ -34,13 +34,13 @@ from mcp.shared.exceptions import McpError
 from rest_framework.authtoken.models import Token
 
 from conversations.access import conversation_access, workspace_access
-from conversations.dbthreads import run_db
 from conversations.models import Membership, Turn
-from conversations.process import server_loop
 from conversations.selectors import acting_member, conversations_for_user
 from conversations.services import conversation_create, turn_start
-from conversations.shared import ApplicationError, new_selection_id
-from selection.models import Selection
+from core.dbthreads import run_db
+from core.errors import ApplicationError
+from core.process import server_loop
+from selection.models import Selection, new_selection_id
 from selection.validation import clean_question
 
 from . import tasks

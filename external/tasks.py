@@ -2,7 +2,7 @@
 agent from any session and any process, also after Parley restarted; and the one shape of a
 question's result, live or read back.
 
-Each function runs in a database thread (conversations.dbthreads.run_db).
+Each function runs in a database thread (core.dbthreads.run_db).
 """
 
 from datetime import timedelta

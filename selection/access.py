@@ -3,7 +3,7 @@ addressee, only that person or an owner may answer it. Strangers learn nothing (
 
 from conversations.access import membership_of
 from conversations.models import Membership
-from conversations.shared import forbidden, not_found
+from core.errors import forbidden, not_found
 
 from .models import Selection
 from .selectors import selection_with_context

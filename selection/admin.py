@@ -19,7 +19,7 @@ from django.utils.html import format_html
 from django.utils.text import Truncator
 
 from conversations.admin import live_page_link
-from conversations.shared import ApplicationError
+from core.errors import ApplicationError
 
 from . import services
 from .models import Selection

@@ -6,9 +6,9 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from conversations.access import conversation_access
-from conversations.apiviews import PooledApiView
 from conversations.files import UnsafePath, list_folder, relative_path, resolve_inside
-from conversations.shared import ApplicationError, error_responses, not_found
+from core.api import PooledApiView, error_responses
+from core.errors import ApplicationError, not_found
 
 from . import selectors, services
 from .access import selection_access

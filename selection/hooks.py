@@ -6,10 +6,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from conversations.dbthreads import run_db, run_db_retrying
-from conversations.process import process_id
 from conversations.selectors import acting_member
-from conversations.shared import new_selection_id, not_found
+from core.dbthreads import run_db, run_db_retrying
+from core.errors import not_found
+from core.process import process_id
+from selection.models import new_selection_id
 
 from . import selectors, services
 from .access import selection_access

@@ -5,7 +5,13 @@ from django.db import models
 
 from conversations.events import format_ts
 from conversations.models import Conversation, Turn
-from conversations.shared import new_selection_id, person
+from core.ids import new_id
+from core.people import person
+
+
+def new_selection_id() -> str:
+    """A question's public id, e.g. ``s_9f2c4e1a7b3d5c60``."""
+    return new_id("s")
 
 
 class Selection(models.Model):

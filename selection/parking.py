@@ -13,10 +13,10 @@ from contextlib import contextmanager
 
 from django.conf import settings
 
-from conversations.dbthreads import run_db, run_db_retrying
 from conversations.metrics import QUESTIONS_PARKED, TURNS_RELEASED, WAKEUPS_RECOVERED
-from conversations.process import process_id
 from conversations.services import TurnReleased, turn_release
+from core.dbthreads import run_db, run_db_retrying
+from core.process import process_id
 
 from . import selectors
 

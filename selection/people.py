@@ -14,11 +14,11 @@ import asyncio
 import logging
 
 from conversations import revocation
-from conversations.dbthreads import run_db
 from conversations.models import Conversation, Membership
 from conversations.notices import people_group_name
-from conversations.process import server_loop
-from conversations.sockets import GuardedConsumer
+from core.dbthreads import run_db
+from core.process import server_loop
+from core.sockets import GuardedConsumer
 
 from . import selectors
 

@@ -5,7 +5,7 @@ import logging
 from django.db.models import Case, Count, Q, QuerySet, Value, When
 
 from conversations.models import Membership
-from conversations.shared import person
+from core.people import person
 
 from .models import Selection
 

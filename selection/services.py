@@ -25,7 +25,8 @@ from conversations.services import (
     turn_notify,
     turn_steps_record,
 )
-from conversations.shared import ApplicationError, person
+from core.errors import ApplicationError
+from core.people import person
 
 from .models import Selection
 from .validation import clean_answer

@@ -17,7 +17,7 @@ from conversations.files import (
     relative_path,
     resolve_inside,
 )
-from conversations.shared import ApplicationError
+from core.errors import ApplicationError
 
 from .models import Selection
 

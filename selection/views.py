@@ -7,7 +7,7 @@ from django.shortcuts import render
 from django.urls import reverse
 from django.utils.functional import SimpleLazyObject
 
-from conversations.shared import person
+from core.people import person
 
 from . import selectors
 

@@ -24,8 +24,8 @@ from django.db import connections
 from rest_framework.authtoken.models import Token
 
 from conversations import services
-from conversations.dbthreads import close_connections
 from conversations.models import Membership, Workspace
+from core.dbthreads import close_connections
 from tests import llm_server as llm
 
 DEMO_FILES = Path(settings.BASE_DIR) / "conversations" / "demo_files"

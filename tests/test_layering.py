@@ -10,7 +10,7 @@ import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-PACKAGES = ("config", "conversations", "selection", "external")
+PACKAGES = ("config", "core", "conversations", "selection", "external")
 
 
 def _module_name(path: Path) -> str:
@@ -138,6 +138,13 @@ def _edges(graph, source_prefix: str, target_prefix: str) -> list[str]:
         for target in targets
         if target.startswith(target_prefix)
     )
+
+
+def test_core_imports_no_app():
+    # The platform names no conversation, question or turn: it serves the apps, never the reverse.
+    graph = import_graph()
+    for app in ("config", "conversations", "selection", "external"):
+        assert _edges(graph, "core", app) == []
 
 
 def test_conversations_never_imports_selection():

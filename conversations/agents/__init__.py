@@ -16,7 +16,7 @@ its process stops (see conversations.runtime.journal for what it must not do).
 from django.conf import settings
 from django.utils.module_loading import import_string
 
-from ..shared import ApplicationError, SaidToPeople
+from core.errors import ApplicationError, SaidToPeople
 
 
 class AgentError(SaidToPeople):

@@ -8,6 +8,8 @@ from pathlib import Path
 from django.conf import settings
 from jsonschema import Draft202012Validator
 
+from core.errors import SaidToPeople
+
 from ..files import (
     MAX_TEXT_BYTES,
     Skipped,
@@ -22,7 +24,6 @@ from ..files import (
     walk_files,
     write_text,
 )
-from ..shared import SaidToPeople
 
 # Most entries a listing returns, matches a search returns, and characters a write may hold.
 MAX_LISTED = 200

@@ -10,11 +10,12 @@ from typing import Any
 
 from django.conf import settings
 
+from core.dbthreads import run_db
+from core.errors import SaidToPeople
+
 from .. import seams, selectors
-from ..dbthreads import run_db
 from ..events import EventType
 from ..models import Turn
-from ..shared import SaidToPeople
 from . import failures
 from .journal import Journal, JournalMismatch, Replay, Step, digest
 from .writer import EventWriter
@@ -438,7 +439,7 @@ class TurnContext:
         ``escalate`` says whether the workspace's owners are called on if it is still waiting
         near its end (None: ``PARLEY_ESCALATE_QUESTIONS`` decides).
         ``selection_id`` stores the question under an id the caller made beforehand (with
-        ``conversations.shared.new_selection_id``), to find it again from elsewhere.
+        ``selection.models.new_selection_id``), to find it again from elsewhere.
         Returns an Answer; only Stop interrupts the wait (by cancelling the agent).
         Raises ValueError for a malformed question.
         """

@@ -11,7 +11,7 @@ import traceback
 
 from django.db import DatabaseError
 
-from ..shared import ApplicationError, SaidToPeople
+from core.errors import ApplicationError, SaidToPeople
 
 logger = logging.getLogger(__name__)
 

@@ -12,8 +12,8 @@ from collections.abc import Callable
 
 from channels.layers import get_channel_layer
 
-from ..metrics import LAYER_ERRORS
-from ..process import receive_forever
+from core.metrics import LAYER_ERRORS
+from core.process import receive_forever
 
 logger = logging.getLogger(__name__)
 

@@ -14,14 +14,15 @@ import logging
 
 from django.conf import settings
 
+from core.dbthreads import run_db, run_db_retrying
+from core.errors import ApplicationError
+from core.process import process_id, server_loop
+
 from .. import seams, selectors, services
 from ..agents import load_agent
-from ..dbthreads import run_db, run_db_retrying
 from ..events import EventType
 from ..metrics import TURNS_RESUMED, TURNS_RUNNING, WAKEUPS_RECOVERED
 from ..models import Turn
-from ..process import process_id, server_loop
-from ..shared import ApplicationError
 from . import failures
 from .context import TurnContext
 from .inbox import Inboxes

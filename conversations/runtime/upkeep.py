@@ -9,10 +9,11 @@ import time
 
 from django.conf import settings
 
+from core.dbthreads import is_transient, run_db
+from core.process import layer_is_shared, process_id
+
 from .. import revocation, seams, services
 from ..agents import agent_is_resumable
-from ..dbthreads import is_transient, run_db
-from ..process import layer_is_shared, process_id
 from .runner import TurnRunner
 
 logger = logging.getLogger(__name__)

@@ -6,11 +6,12 @@ import time
 
 from django.conf import settings
 
+from core.dbthreads import run_db_retrying
+from core.process import process_id
+
 from .. import services
-from ..dbthreads import run_db_retrying
 from ..events import EventType
 from ..metrics import EVENT_COMMIT_SECONDS, EVENTS_WRITTEN
-from ..process import process_id
 
 logger = logging.getLogger(__name__)
 

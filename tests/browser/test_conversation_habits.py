@@ -16,7 +16,7 @@ from playwright.sync_api import expect
 
 from conversations import services
 from conversations.models import Turn, TurnEvent
-from conversations.shared import person
+from core.people import person
 from tests.browser.conftest import PHONE, HeldReplies, screenshot
 
 pytestmark = pytest.mark.browser

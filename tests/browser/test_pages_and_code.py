@@ -11,7 +11,7 @@ from django.contrib.admin.utils import quote
 from playwright.sync_api import Page, expect
 
 from conversations import services
-from conversations.middleware import content_security_policy
+from core.middleware import content_security_policy
 from tests.browser.conftest import DESKTOP, screenshot
 from tests.browser.test_conversation_page import send
 

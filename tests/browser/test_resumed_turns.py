@@ -11,7 +11,7 @@ from playwright.sync_api import expect
 
 from conversations import services
 from conversations.models import Turn
-from conversations.shared import person
+from core.people import person
 from tests.browser.conftest import screenshot
 
 pytestmark = pytest.mark.browser

@@ -161,8 +161,7 @@ def test_wake_ups_the_layer_loses_delay_the_turn_but_never_strand_it(make_node, 
     # Stopped once it runs on B: a Stop stored before the turn begins is read as it begins, not
     # made good by the poll this test is about (answers are fast enough now to get there first).
     wait_until(
-        lambda: client_a.get(f"/api/conversations/{cid}/in-flight/").json()["status"]
-        == "running",
+        lambda: client_a.get(f"/api/conversations/{cid}/in-flight/").json()["status"] == "running",
         what="the turn running on B",
     )
     stop = client_a.post(f"/api/conversations/{cid}/cancel/", json={"turn_id": stopped})

@@ -1,4 +1,4 @@
-"""Which PostgreSQL errors the turn runtime retries (conversations.dbthreads.is_transient), seen
+"""Which PostgreSQL errors the turn runtime retries (core.dbthreads.is_transient), seen
 on the real server rather than constructed."""
 
 import time
@@ -6,8 +6,8 @@ import time
 import pytest
 from django.db import DatabaseError, IntegrityError, connection, transaction
 
-from conversations.dbthreads import is_transient
 from conversations.models import Workspace
+from core.dbthreads import is_transient
 
 pytestmark = [pytest.mark.cluster, pytest.mark.django_db(transaction=True)]
 

@@ -12,10 +12,10 @@ from django.urls import path as route
 from prometheus_client import REGISTRY
 
 from config.asgi import application
-from conversations.auth import WebSocketAuthMiddleware
 from conversations.broadcast import hub
 from conversations.consumers import ConversationConsumer, _open_sockets
 from conversations.models import Watcher
+from core.auth import WebSocketAuthMiddleware
 
 
 def communicator(conversation_id, person=None, query="", headers=None, app=application):
@@ -168,7 +168,7 @@ async def test_a_bug_in_a_frame_handler_is_an_internal_error_and_the_socket_stay
     comm = communicator(conversation.pk, people.bob, app=buggy_application)
     assert (await comm.connect(timeout=30))[0]
     assert (await comm.receive_json_from(timeout=30))["type"] == "ws.ready"
-    with caplog.at_level(logging.ERROR, logger="conversations.sockets"):
+    with caplog.at_level(logging.ERROR, logger="core.sockets"):
         await comm.send_json_to({"type": "explode", "ref": "b1"})
         error = await comm.receive_json_from(timeout=30)
     assert (error["type"], error["ref"], error["code"]) == ("ws.error", "b1", "internal")
@@ -193,7 +193,7 @@ async def test_a_bug_in_a_frame_handler_is_an_internal_error_and_the_socket_stay
 async def test_a_bug_in_connect_closes_with_1011_and_leaves_nothing(people, conversation, caplog):
     opened = sockets_open()
     comm = communicator(conversation.pk, people.bob, "fail_connect=1", app=buggy_application)
-    with caplog.at_level(logging.ERROR, logger="conversations.sockets"):
+    with caplog.at_level(logging.ERROR, logger="core.sockets"):
         assert (await comm.connect(timeout=30))[0]
         assert (await comm.receive_json_from(timeout=30))["type"] == "ws.ready"
         assert await comm.receive_output(timeout=30) == {"type": "websocket.close", "code": 1011}

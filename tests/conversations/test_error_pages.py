@@ -8,7 +8,7 @@ import pytest
 from django.http import HttpResponse
 from django.test import Client, RequestFactory
 
-from conversations.middleware import ContentSecurityPolicyMiddleware, content_security_policy
+from core.middleware import ContentSecurityPolicyMiddleware, content_security_policy
 
 # These tests do not ask for the database, so pytest-django refuses every query: a request
 # that needs one fails as it would with the database down (reading the session is the first).

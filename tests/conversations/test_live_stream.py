@@ -12,7 +12,7 @@ from django.utils import timezone
 
 from conversations import services
 from conversations.models import Turn
-from conversations.shared import person
+from core.people import person
 from tests.conftest import all_events, events_until_terminal, receive_json, wait_for_turn_end
 
 INTERNAL = "Something went wrong inside Parley; an admin can see the details."

@@ -9,7 +9,7 @@ from django.utils import timezone
 
 from conversations import selectors, services
 from conversations.models import Conversation, Turn, TurnEvent
-from conversations.shared import ApplicationError
+from core.errors import ApplicationError
 
 
 def new_turn(conversation, user, **fields) -> Turn:

@@ -17,8 +17,8 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_safe
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-from .dbthreads import run_db
-from .process import server_loop
+from core.dbthreads import run_db
+from core.process import server_loop
 
 logger = logging.getLogger(__name__)
 

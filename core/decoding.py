@@ -17,8 +17,8 @@ from django.http import JsonResponse
 from django.views.defaults import bad_request
 from rest_framework.parsers import JSONParser
 
-from .middleware import OnTheLoop
-from .shared import ApplicationError
+from core.errors import ApplicationError
+from core.middleware import OnTheLoop
 
 # Deeper than any payload of Parley's (a form answer is 3 levels inside its frame).
 MAX_DEPTH = 32

@@ -16,8 +16,8 @@ from twisted.internet import tcp
 from twisted.internet.interfaces import IPushProducer
 from zope.interface import implementer
 
-from .decoding import decode_json
-from .shared import ApplicationError
+from core.decoding import decode_json
+from core.errors import ApplicationError
 
 logger = logging.getLogger(__name__)
 
@@ -51,7 +51,7 @@ class GuardedConsumer(AsyncWebsocketConsumer):
         # Channels' own dispatch first closes the stale database connections of a thread it
         # hops to (one thread for the whole process) before every message: a socket's connect,
         # each frame a client sends, its disconnect. Parley's sockets reach the database only
-        # through conversations.dbthreads, whose threads look after their own connections, so
+        # through core.dbthreads, whose threads look after their own connections, so
         # the handler is called straight away.
         handler = getattr(self, get_handler_name(message), None)
         if handler is None:
@@ -276,9 +276,10 @@ class Flow:
         return True
 
     def write(self, frames) -> bool:
-        """Write ``frames`` (events, see conversations.events.Frame) to the socket in one go:
-        each is framed once for every socket it goes to, and a batch is one write, where
-        sending each through Daphne frames it again for each socket and writes it alone. False
+        """Write ``frames`` (each with its ``wire``: its bytes as a WebSocket message) to the
+        socket in one go: each is framed once for every socket it goes to, and a batch is one
+        write, where sending each through Daphne frames it again for each socket and writes it
+        alone. False
         when the socket cannot take them so (not open, or compressing its messages, which
         Parley's server does not offer), and they are to be sent one by one."""
         protocol = self.protocol

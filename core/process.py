@@ -11,7 +11,7 @@ from collections.abc import Awaitable, Callable
 
 from channels.layers import InMemoryChannelLayer, get_channel_layer
 
-from .metrics import LAYER_ERRORS
+from core.metrics import LAYER_ERRORS
 
 logger = logging.getLogger(__name__)
 

@@ -1,6 +1,6 @@
 """WebSocket authentication, once per socket at the handshake: a DRF token in the Authorization
 header for clients that are not browsers, else the browser's session cookie (the Origin check
-that comes first is conversations.origins)."""
+that comes first is core.origins)."""
 
 from importlib import import_module
 from types import SimpleNamespace
@@ -12,7 +12,7 @@ from django.contrib.auth.models import AnonymousUser
 from django.http.cookie import parse_cookie
 from rest_framework.authtoken.models import Token
 
-from .dbthreads import run_db
+from core.dbthreads import run_db
 
 
 def _user_for_token(key: str):

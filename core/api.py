@@ -1,47 +1,17 @@
-"""What both apps share: the one application error and its API shape, public ids, and how a
-person appears in events and payloads.
-
-It imports nothing of Parley's, so any module of either app may use it.
-"""
-
-import secrets
+"""The DRF glue: the API's one error shape and its exception handler, strict input fields, and
+``PooledApiView``, a DRF view served whole from the runtime's database threads."""
 
 from django.conf import settings
 from django.core.exceptions import PermissionDenied, RequestDataTooBig
-from django.http import Http404
+from django.http import Http404, HttpResponse
 from drf_spectacular.utils import inline_serializer
 from rest_framework import exceptions as drf_exceptions
 from rest_framework import serializers
 from rest_framework.response import Response
+from rest_framework.views import APIView, exception_handler
 
-# Errors --------------------------------------------------------------------------------------
-
-
-class SaidToPeople(Exception):
-    """An exception whose message is written for people: a failure it causes is shown to
-    watchers as it is (see conversations.runtime.failures), where any other is summed up."""
-
-
-class ApplicationError(Exception):
-    """A request the domain refuses: a stable code, a message for people, an HTTP status."""
-
-    def __init__(self, code: str, message: str, *, status: int = 400, extra: dict | None = None):
-        super().__init__(message)
-        self.code = code
-        self.message = message
-        self.status = status
-        self.extra = extra or {}
-
-    def as_dict(self) -> dict:
-        return {"code": self.code, "message": self.message, **self.extra}
-
-
-def not_found(what: str) -> ApplicationError:
-    return ApplicationError("not_found", f"{what} was not found.", status=404)
-
-
-def forbidden(message: str) -> ApplicationError:
-    return ApplicationError("forbidden", message, status=403)
+from core.dbthreads import run_db
+from core.errors import ApplicationError
 
 
 class ErrorSerializer(serializers.Serializer):
@@ -118,9 +88,6 @@ _DRF_CODES = {
 
 def api_exception_handler(exc, context):
     """Render every API error as ``{"error": {"code": ..., "message": ...}}``."""
-    # Imported here: DRF's views read the parser setting, whose parser imports this module.
-    from rest_framework.views import exception_handler
-
     if isinstance(exc, RequestDataTooBig):
         # Django refuses the body by its Content-Length before the parser's gate can.
         limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
@@ -143,35 +110,37 @@ def api_exception_handler(exc, context):
     return response
 
 
-# Ids -----------------------------------------------------------------------------------------
-# Public ids are a short type prefix and 16 random hex digits, e.g. ``c_9f2c4e1a7b3d5c60``.
+# Views served from the database threads ------------------------------------------------------
 
 
-def _new_id(prefix: str) -> str:
-    return f"{prefix}_{secrets.token_hex(8)}"
+class PooledApiView(APIView):
+    """A DRF view that Django awaits, its work done in the runtime's database threads.
 
+    Under ASGI Django runs a sync view in a thread made for the request (which opens a
+    database connection of its own, or takes one from the pool), then renders DRF's response
+    in that thread in a second hop. A view built on this one is async to Django: DRF's
+    dispatch as it is (authentication, permissions, parsing, the handler, its errors, the
+    rendering) runs as one call in :mod:`core.dbthreads`, whose few threads live as
+    long as the process, keep their connections, and bound how much of it requests may take
+    at once. Its handlers stay DRF's sync methods, so serializers, authentication and the
+    OpenAPI schema are as everywhere else in the API.
 
-def new_conversation_id() -> str:
-    return _new_id("c")
+    For the requests people and bots make while turns run (answer, start, steer, stop, what is
+    in flight, a page of events): what the pool does for them is the same kind of short work
+    it does for turns. The rest of the API keeps Django's thread per request.
+    """
 
+    # Django marks the view a coroutine function (View.as_view) and awaits it.
+    view_is_async = True
 
-def new_turn_id() -> str:
-    return _new_id("t")
+    async def dispatch(self, request, *args, **kwargs):
+        return await run_db(self._dispatch_rendered, request, args, kwargs)
 
-
-def new_selection_id() -> str:
-    return _new_id("s")
-
-
-# People --------------------------------------------------------------------------------------
-
-
-def person(user) -> dict | None:
-    """How a person appears in events and payloads: who started, steered, stopped, answered."""
-    if user is None or not getattr(user, "is_authenticated", False):
-        return None
-    return {
-        "id": user.pk,
-        "username": user.get_username(),
-        "name": user.get_full_name() or user.get_username(),
-    }
+    def _dispatch_rendered(self, request, args, kwargs) -> HttpResponse:
+        response = super().dispatch(request, *args, **kwargs)
+        if not callable(getattr(response, "render", None)):
+            return response
+        # Rendered here, and handed on as the plain response it now is: Django would otherwise
+        # render a template response in a thread of its own.
+        response.render()
+        return HttpResponse(response.content, status=response.status_code, headers=response.headers)
