@@ -5,7 +5,8 @@
 // hidden becomes a browser notification: a question they may answer, one addressed to them, a
 // reminder, an escalation, and a turn of theirs that finished.
 
-const BACKOFF_SECONDS = [1, 2, 4, 8, 16];
+import { ReconnectingSocket } from "./socket.js";
+
 const UNAUTHENTICATED = 4401;
 
 const link = document.getElementById("waiting-link");
@@ -93,36 +94,26 @@ function notify(notice) {
 }
 
 // The socket. -------------------------------------------------------------------------------
+// Every new socket sends the whole count at once, so waiting out the backoff loses nothing: it
+// takes no close code as a cue to hurry, and retries on its timer whatever the network says.
 
-let attempts = 0;
-
-function connect() {
-  const scheme = window.location.protocol === "https:" ? "wss" : "ws";
-  const socket = new WebSocket(`${scheme}://${window.location.host}/ws/me/`);
-  state.connections += 1;
-  socket.addEventListener("message", (message) => {
-    let frame;
-    try {
-      frame = JSON.parse(message.data);
-    } catch {
-      return;
-    }
+const socket = new ReconnectingSocket({
+  path: () => "/ws/me/",
+  onFrame(frame) {
     if (frame.type === "waiting") {
-      attempts = 0;
+      socket.confirm();
       showCount(frame);
     } else if (frame.type === "notice") {
       notify(frame);
     }
-  });
-  socket.addEventListener("close", (event) => {
-    if (event.code === UNAUTHENTICATED) return; // signed out: the page's next request says so
-    const base = BACKOFF_SECONDS[Math.min(attempts, BACKOFF_SECONDS.length - 1)];
-    attempts += 1;
-    setTimeout(connect, base * (0.5 + Math.random()) * 1000);
-  });
-}
+  },
+  onConnect() {
+    state.connections += 1;
+  },
+  stopOn: [UNAUTHENTICATED], // signed out: the page's next request says so
+});
 
 if (link && badge) {
   showNotifyButton();
-  connect();
+  socket.start();
 }
