@@ -23,12 +23,37 @@ const TURN_STATUS_WORDS = {
 const CAREFUL_STOP = window.matchMedia("(max-width: 40rem), (pointer: coarse)");
 const STOP_CONFIRM_MS = 4000;
 
-// The turn that is running now, if any: the composer steers it and Stop stops it.
-let activeTurn = null;
-let stopping = false;
-// The turn's status and how the last one ended, in words (see showTurnStatus).
-let turnWords = "";
-let turnState = "";
+// The page's state, all of it in one place: what the functions below read and change.
+const page = {
+  // The turn that is running now, if any: the composer steers it and Stop stops it.
+  activeTurn: null,
+  stopping: false,
+  // The turn's status and how the last one ended, in words (see showTurnStatus).
+  turnWords: "",
+  turnState: "",
+  // The connection as last shown (see showConnection), and what ticks its seconds.
+  connectionState: "connecting",
+  retryTicker: null,
+  // Until the page is first live, "connecting" is just the page loading, not news.
+  wasLive: false,
+  // The seq the page must reach to have caught up with what was stored when it (re)connected:
+  // until then it is replaying history, which is shown but not announced or acted upon.
+  caughtUpAt: Number.POSITIVE_INFINITY,
+  // The frame that will mark the last seq applied (see markProgress).
+  progressFrame: null,
+  // The question for which the person chose to steer instead of answering.
+  steerInsteadOf: null,
+  // Until when a question the agent asks next takes the focus from the composer (see focusNext).
+  followUpUntil: 0,
+  // What the composer sends is on its way: another Enter meanwhile does nothing.
+  sending: false,
+  // Stop tapped once where it asks to be tapped again (see stop).
+  stopConfirming: false,
+  stopConfirmTimer: null,
+  // The earliest turn shown, before which "Show earlier messages" reads (see loadEarlier).
+  earliestTurn: null,
+  loadingEarlier: false,
+};
 
 const turnStatus = document.getElementById("turn-status");
 const transcript = new Transcript(document.getElementById("transcript"), {
@@ -39,10 +64,10 @@ const transcript = new Transcript(document.getElementById("transcript"), {
   endedStatuses: config.ended_statuses,
   onTurnChange(turnId, status, ending) {
     const ended = endedStatuses.has(status);
-    activeTurn = ended ? null : { id: turnId, status };
-    if (ended) stopping = false;
-    turnWords = ended ? ending : TURN_STATUS_WORDS[status] || "";
-    turnState = status;
+    page.activeTurn = ended ? null : { id: turnId, status };
+    if (ended) page.stopping = false;
+    page.turnWords = ended ? ending : TURN_STATUS_WORDS[status] || "";
+    page.turnState = status;
     showTurnStatus();
     updateComposer();
   },
@@ -61,16 +86,12 @@ const transcript = new Transcript(document.getElementById("transcript"), {
 const connection = document.getElementById("connection");
 const connectionText = connection.querySelector(".connection-text");
 const retryButton = connection.querySelector(".connection-retry");
-let retryTicker = null;
-let connectionState = "connecting";
-// Until the page is first live, "connecting" is just the page loading, not news.
-let wasLive = false;
 
 function showConnection(state, retryAt) {
-  connectionState = state;
-  if (state === "live") wasLive = true;
+  page.connectionState = state;
+  if (state === "live") page.wasLive = true;
   connection.dataset.state = state;
-  clearInterval(retryTicker);
+  clearInterval(page.retryTicker);
   retryButton.hidden = state !== "reconnecting" && state !== "offline";
   const words = {
     connecting: "Connecting…",
@@ -86,7 +107,7 @@ function showConnection(state, retryAt) {
     };
     connectionText.replaceChildren("Reconnecting…", seconds);
     show();
-    retryTicker = setInterval(show, 1000);
+    page.retryTicker = setInterval(show, 1000);
   } else {
     connectionText.textContent = words[state] || state;
   }
@@ -94,28 +115,24 @@ function showConnection(state, retryAt) {
 }
 
 function showTurnStatus() {
-  const live = connectionState === "live" || !wasLive;
-  let words = turnWords;
+  const live = page.connectionState === "live" || !page.wasLive;
+  let words = page.turnWords;
   if (!live) {
-    words = activeTurn
+    words = page.activeTurn
       ? "Not live: the agent may still be working. What it does will show here once the page reconnects."
       : "Not live: anything new will show here once the page reconnects.";
   }
   if (turnStatus.textContent !== words) turnStatus.textContent = words;
-  turnStatus.dataset.status = turnState;
+  turnStatus.dataset.status = page.turnState;
   turnStatus.dataset.live = String(live);
   // How a turn ended is in the transcript already: here it is only said to screen readers.
-  turnStatus.classList.toggle("turn-status-ended", live && endedStatuses.has(turnState));
+  turnStatus.classList.toggle("turn-status-ended", live && endedStatuses.has(page.turnState));
 }
-
-// The seq the page must reach to have caught up with what was stored when it (re)connected:
-// until then it is replaying history, which is shown but not announced or acted upon.
-let caughtUpAt = Number.POSITIVE_INFINITY;
 
 const stream = new ConversationStream({
   conversationId,
   onReady(ready) {
-    caughtUpAt = Math.min(caughtUpAt, ready.latest_seq);
+    page.caughtUpAt = Math.min(page.caughtUpAt, ready.latest_seq);
     catchUp();
     if (ready.latest_seq === 0) {
       const empty = document.getElementById("transcript-empty");
@@ -150,7 +167,7 @@ const stream = new ConversationStream({
 retryButton.addEventListener("click", () => stream.reconnectNow());
 
 function catchUp() {
-  if (stream.lastSeq >= caughtUpAt && !transcript.live) {
+  if (stream.lastSeq >= page.caughtUpAt && !transcript.live) {
     transcript.goLive();
     openLinkedQuestion();
   }
@@ -167,11 +184,10 @@ function openLinkedQuestion() {
 }
 
 // The last seq applied, on the page (for people debugging, and the browser tests).
-let progressFrame = null;
 function markProgress() {
-  if (progressFrame === null) {
-    progressFrame = requestAnimationFrame(() => {
-      progressFrame = null;
+  if (page.progressFrame === null) {
+    page.progressFrame = requestAnimationFrame(() => {
+      page.progressFrame = null;
       document.body.dataset.lastSeq = String(stream.lastSeq);
     });
   }
@@ -245,9 +261,6 @@ const questionText = document.getElementById("composer-question-text");
 const gotoButton = document.getElementById("composer-goto");
 const modeButton = document.getElementById("composer-mode");
 
-// The question for which the person chose to steer instead of answering.
-let steerInsteadOf = null;
-
 const MODES = {
   send: {
     button: "Send",
@@ -277,8 +290,8 @@ const MODES = {
 
 function composerState() {
   const card = transcript.latestAnswerable();
-  if (card && steerInsteadOf !== card.selection.id) return { mode: card.takesText ? "answer" : "point", card };
-  return { mode: activeTurn || card ? "steer" : "send", card };
+  if (card && page.steerInsteadOf !== card.selection.id) return { mode: card.takesText ? "answer" : "point", card };
+  return { mode: page.activeTurn || card ? "steer" : "send", card };
 }
 
 function setText(element, text) {
@@ -312,9 +325,9 @@ function updateComposer() {
     setText(modeButton, mode === "steer" ? (card.takesText ? "Answer it here instead" : "Answer it instead") : "Steer instead");
     modeButton.hidden = mode === "steer" && !card.takesText;
   }
-  stopButton.hidden = activeTurn === null;
-  stopButton.disabled = stopping;
-  if (!stopConfirming) setText(stopButton, stopping ? "Stopping…" : "Stop");
+  stopButton.hidden = page.activeTurn === null;
+  stopButton.disabled = page.stopping;
+  if (!page.stopConfirming) setText(stopButton, page.stopping ? "Stopping…" : "Stop");
 }
 
 function showComposerError(message) {
@@ -327,21 +340,20 @@ function showComposerError(message) {
 // moment after an answer: if it does so while the focus still waits, untouched, in the empty
 // composer, the focus goes on to it.
 const FOLLOW_UP_MS = 3000;
-let followUpUntil = 0;
 
 function focusNext() {
   const card = transcript.latestAnswerable();
   if (card && !(input && card.takesText) && card.focusFirstControl()) return;
   if (!input) return;
   input.focus();
-  followUpUntil = Date.now() + FOLLOW_UP_MS;
+  page.followUpUntil = Date.now() + FOLLOW_UP_MS;
 }
 
 function focusFollowUp() {
-  if (!input || Date.now() > followUpUntil) return;
+  if (!input || Date.now() > page.followUpUntil) return;
   const card = transcript.latestAnswerable();
   if (!card || document.activeElement !== input || input.value !== "") return;
-  followUpUntil = 0;
+  page.followUpUntil = 0;
   if (!card.takesText) card.focusFirstControl();
 }
 
@@ -349,8 +361,6 @@ function goToQuestion() {
   const card = transcript.latestAnswerable();
   if (card && !card.focusFirstControl()) card.element.scrollIntoView({ block: "center" });
 }
-
-let sending = false;
 
 async function send() {
   const { mode, card } = composerState();
@@ -363,8 +373,8 @@ async function send() {
     input.focus();
     return;
   }
-  if (sending) return;
-  sending = true;
+  if (page.sending) return;
+  page.sending = true;
   showComposerError("");
   sendButton.disabled = true;
   input.readOnly = true;
@@ -380,8 +390,8 @@ async function send() {
       } else if (outcome.error) {
         showComposerError(outcome.error);
       }
-    } else if (activeTurn) {
-      await api(`${path}/steer/`, { method: "POST", body: { expected_turn_id: activeTurn.id, input: text } });
+    } else if (page.activeTurn) {
+      await api(`${path}/steer/`, { method: "POST", body: { expected_turn_id: page.activeTurn.id, input: text } });
       input.value = "";
       transcript.jumpToEnd();
     } else {
@@ -394,7 +404,7 @@ async function send() {
     if (error.code === "turn_in_progress") {
       adoptActiveTurn(error.details.turn);
       showComposerError(
-        activeTurn
+        page.activeTurn
           ? "Someone started a turn a moment ago. Press Steer to add your message to it."
           : "A turn was running a moment ago. Press Send again.",
       );
@@ -408,7 +418,7 @@ async function send() {
       showComposerError(error.message);
     }
   } finally {
-    sending = false;
+    page.sending = false;
     sendButton.disabled = false;
     input.readOnly = false;
   }
@@ -418,42 +428,39 @@ async function send() {
 function adoptActiveTurn(turnId) {
   const known = turnId && transcript.turns.get(turnId);
   const ended = known && endedStatuses.has(known.status);
-  activeTurn = turnId && !ended ? { id: turnId, status: "running" } : null;
+  page.activeTurn = turnId && !ended ? { id: turnId, status: "running" } : null;
   updateComposer();
 }
 
-let stopConfirming = false;
-let stopConfirmTimer = null;
-
 function endStopConfirm() {
-  clearTimeout(stopConfirmTimer);
-  stopConfirming = false;
+  clearTimeout(page.stopConfirmTimer);
+  page.stopConfirming = false;
   updateComposer();
 }
 
 // `careful`: a tap on a narrow or touch screen, which asks to be tapped again first.
 async function stop({ careful = false } = {}) {
-  if (!activeTurn || stopping) return;
-  if (careful && !stopConfirming) {
-    stopConfirming = true;
+  if (!page.activeTurn || page.stopping) return;
+  if (careful && !page.stopConfirming) {
+    page.stopConfirming = true;
     stopButton.textContent = "Tap again to stop";
-    clearTimeout(stopConfirmTimer);
-    stopConfirmTimer = setTimeout(endStopConfirm, STOP_CONFIRM_MS);
+    clearTimeout(page.stopConfirmTimer);
+    page.stopConfirmTimer = setTimeout(endStopConfirm, STOP_CONFIRM_MS);
     return;
   }
-  clearTimeout(stopConfirmTimer);
-  stopConfirming = false;
-  stopping = true;
+  clearTimeout(page.stopConfirmTimer);
+  page.stopConfirming = false;
+  page.stopping = true;
   const hadFocus = document.activeElement === stopButton;
   updateComposer();
   try {
     await api(`/conversations/${encodeURIComponent(conversationId)}/cancel/`, {
       method: "POST",
-      body: { turn_id: activeTurn.id },
+      body: { turn_id: page.activeTurn.id },
     });
   } catch (error) {
     if (!(error instanceof ApiError)) throw error;
-    stopping = false;
+    page.stopping = false;
     updateComposer();
     if (error.code !== "no_active_turn") showComposerError(error.message);
   } finally {
@@ -466,7 +473,7 @@ async function stop({ careful = false } = {}) {
 // Esc stops the running turn, from anywhere on the page except a question (whose fields may
 // use it), another text field, or an open dialog.
 function stopKey(event) {
-  if (event.key !== "Escape" || event.defaultPrevented || event.isComposing || !activeTurn) return;
+  if (event.key !== "Escape" || event.defaultPrevented || event.isComposing || !page.activeTurn) return;
   if (document.querySelector("dialog[open]")) return;
   const target = event.target instanceof Element ? event.target : null;
   if (target && target !== input && target.closest(".question, input, textarea, select, [contenteditable]")) return;
@@ -487,14 +494,14 @@ if (composer) {
     }
   });
   input.addEventListener("input", () => {
-    followUpUntil = 0;
+    page.followUpUntil = 0;
     showComposerError("");
   });
   gotoButton.addEventListener("click", goToQuestion);
   modeButton.addEventListener("click", () => {
     const { mode, card } = composerState();
     if (!card) return;
-    steerInsteadOf = mode === "steer" ? null : card.selection.id;
+    page.steerInsteadOf = mode === "steer" ? null : card.selection.id;
     updateComposer();
     if (composerState().mode === "point") goToQuestion();
     else input.focus();
@@ -522,21 +529,19 @@ window.parleyStream = stream;
 const HISTORY = "turns=20&events=600";
 const earlier = document.getElementById("transcript-earlier");
 const earlierButton = document.getElementById("load-earlier");
-let earliestTurn = null;
-let loadingEarlier = false;
 
 function showEarlier(hasEarlier, firstTurn) {
-  earliestTurn = firstTurn;
+  page.earliestTurn = firstTurn;
   earlier.hidden = !hasEarlier;
 }
 
 async function loadLatest() {
   try {
-    const page = await api(`/conversations/${encodeURIComponent(conversationId)}/history/?${HISTORY}`);
-    for (const event of page.events) transcript.apply(event);
-    stream.lastSeq = page.latest_seq;
+    const latest = await api(`/conversations/${encodeURIComponent(conversationId)}/history/?${HISTORY}`);
+    for (const event of latest.events) transcript.apply(event);
+    stream.lastSeq = latest.latest_seq;
     markProgress();
-    showEarlier(page.has_earlier, page.first_turn);
+    showEarlier(latest.has_earlier, latest.first_turn);
   } catch (error) {
     if (!(error instanceof ApiError)) throw error;
     // The socket replays the whole conversation instead.
@@ -545,25 +550,25 @@ async function loadLatest() {
 }
 
 async function loadEarlier() {
-  if (loadingEarlier || earlier.hidden || !earliestTurn) return;
-  loadingEarlier = true;
+  if (page.loadingEarlier || earlier.hidden || !page.earliestTurn) return;
+  page.loadingEarlier = true;
   earlierButton.disabled = true;
   earlierButton.textContent = "Loading earlier messages…";
   try {
-    const before = encodeURIComponent(earliestTurn);
-    const page = await api(
+    const before = encodeURIComponent(page.earliestTurn);
+    const part = await api(
       `/conversations/${encodeURIComponent(conversationId)}/history/?${HISTORY}&before_turn=${before}`,
     );
-    transcript.prependEarlier(page.events);
+    transcript.prependEarlier(part.events);
     // The control leaving (nothing earlier) must not move what the reader looks at either.
     const scroller = document.scrollingElement;
     const height = scroller.scrollHeight;
-    showEarlier(page.has_earlier, page.first_turn);
+    showEarlier(part.has_earlier, part.first_turn);
     scroller.scrollTop += scroller.scrollHeight - height;
   } catch (error) {
     if (!(error instanceof ApiError)) throw error;
   } finally {
-    loadingEarlier = false;
+    page.loadingEarlier = false;
     earlierButton.disabled = false;
     earlierButton.textContent = "Show earlier messages";
   }

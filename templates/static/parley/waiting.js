@@ -11,8 +11,15 @@ const config = JSON.parse(document.getElementById("parley-config").textContent);
 configureApi({ csrf: config.csrf, login: config.login_url });
 
 const list = document.getElementById("waiting-list");
-// Question id -> { element, card }, in the order shown.
-const shown = new Map();
+
+// The page's state, all of it in one place.
+const page = {
+  // Question id -> { element, card }, in the order shown.
+  shown: new Map(),
+  // The reading of the list under way (see load), and whether another must follow it.
+  loading: null,
+  again: false,
+};
 
 function where(item) {
   const conversation = `/conversations/${encodeURIComponent(item.conversation)}/`;
@@ -45,18 +52,18 @@ function render(items) {
   const pending = new Set(items.map((item) => item.id));
   // Settled elsewhere: gone. Answered here: kept, with its outcome, until the page is left
   // (the socket's news of it can come before the reply's own response).
-  for (const [id, { element, card }] of shown) {
+  for (const [id, { element, card }] of page.shown) {
     if (!pending.has(id) && card.status === "pending" && !card.replying) {
       element.remove();
-      shown.delete(id);
+      page.shown.delete(id);
     }
   }
   let previous = null;
   for (const item of items) {
-    let current = shown.get(item.id);
+    let current = page.shown.get(item.id);
     if (!current) {
       current = entry(item);
-      shown.set(item.id, current);
+      page.shown.set(item.id, current);
       current.card.activate();
     } else {
       current.card.refresh(item);
@@ -70,7 +77,7 @@ function render(items) {
     previous = current.element;
   }
   const empty = document.getElementById("waiting-empty");
-  if (shown.size === 0) {
+  if (page.shown.size === 0) {
     if (!empty) list.append(h("p", { class: "muted", id: "waiting-empty" }, "Nothing waits for you. Questions for you will appear here as agents ask them."));
     else empty.textContent = "Nothing waits for you. Questions for you will appear here as agents ask them.";
   } else {
@@ -78,18 +85,15 @@ function render(items) {
   }
 }
 
-let loading = null;
-let again = false;
-
 // Read the list again; changes that come while it is read share the next reading.
 async function load() {
-  if (loading) {
-    again = true;
+  if (page.loading) {
+    page.again = true;
     return;
   }
-  loading = (async () => {
+  page.loading = (async () => {
     do {
-      again = false;
+      page.again = false;
       try {
         const data = await api("/waiting/");
         render(data.results);
@@ -98,15 +102,15 @@ async function load() {
       } catch (error) {
         if (!(error instanceof ApiError)) throw error;
       }
-    } while (again);
+    } while (page.again);
   })();
-  await loading;
-  loading = null;
+  await page.loading;
+  page.loading = null;
 }
 
 window.addEventListener("parley:waiting", () => load());
 setInterval(() => {
   const now = Date.now();
-  for (const { card } of shown.values()) card.tick(now);
+  for (const { card } of page.shown.values()) card.tick(now);
 }, 1000);
 load();
