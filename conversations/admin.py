@@ -12,7 +12,7 @@ from itertools import groupby
 
 from django.contrib import admin, messages
 from django.contrib.admin.utils import quote
-from django.db.models import JSONField, Min, OuterRef, Prefetch, Q, Subquery
+from django.db.models import JSONField, Min, OuterRef, Prefetch, Subquery
 from django.urls import reverse
 from django.utils import timezone
 from django.utils.html import format_html, format_html_join
@@ -21,6 +21,7 @@ from core.errors import ApplicationError
 
 from . import services
 from .models import Conversation, Membership, ParkedTurn, Turn, TurnEvent, Watcher, Workspace
+from .services.ownership import unowned, why_unowned
 
 
 def record_models() -> tuple:
@@ -329,11 +330,10 @@ class HolderFilter(admin.SimpleListFilter):
         return [("yes", "a process"), ("no", "nobody")]
 
     def queryset(self, request, queryset):
-        held = ~Q(runner="") & Q(lease_expires_at__gte=timezone.now())
         if self.value() == "yes":
-            return queryset.filter(held)
+            return queryset.exclude(unowned())
         if self.value() == "no":
-            return queryset.exclude(held)
+            return queryset.filter(unowned())
         return queryset
 
 
@@ -441,9 +441,10 @@ class ParkedTurnAdmin(admin.ModelAdmin):
 
     @admin.display(description="held by")
     def held_by(self, turn):
-        if not turn.runner or turn.lease_expires_at is None:
+        why = why_unowned(turn)
+        if why == "let_go":
             return "none (released from memory)"
-        if turn.lease_expires_at < timezone.now():
+        if why == "lapsed":
             # Its process stopped or stalled: the next to claim it resumes it.
             return f"none (the lease of {turn.runner} ran out)"
         return turn.runner

@@ -43,7 +43,8 @@ class Turns(Protocol):
     def resume(self, turn_id: str, reason: str, held_from: str | None = None) -> None:
         """Claim a turn nobody holds and resume it in this process from its journal. Safe to
         call from any thread; does nothing if another process claims it first. ``held_from``
-        (who held it before): the turn is held for this process already (services.turn_hold)."""
+        (who held it before): the turn is held for this process already
+        (services.ownership.turn_wake)."""
 
     def notify(self, inbox: str, message: dict) -> None:
         """Send a control message (Stop, steering, a wake-up) to a turn's inbox, wherever the

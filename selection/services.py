@@ -7,23 +7,19 @@ parked turn re-reads it now and then.
 """
 
 from datetime import timedelta
-from functools import partial
 
 from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from conversations import seams
 from conversations.events import Frame
 from conversations.models import Membership, Turn, TurnEvent
 from conversations.notices import people_notify
 from conversations.services import (
     append_events,
-    is_unowned,
-    lock_owned_turn,
-    turn_hold,
-    turn_notify,
+    turn_await_input,
     turn_steps_record,
+    turn_wake,
 )
 from core.errors import ApplicationError
 from core.people import person
@@ -48,16 +44,16 @@ def selection_request(
 ) -> Selection:
     """Store a question under ``selection_id``, emit ``selection.requested`` and move the turn
     to awaiting_input: a write of the turn's own, fenced (TurnLost unless ``process`` still runs
-    the turn; see conversations.services). ``step`` is the turn's journal step for it (see
-    TurnStep), stored with it. ``escalate`` says whether it goes to the workspace's owners if
-    nobody answers in time (None: as ``PARLEY_ESCALATE_QUESTIONS`` says)."""
+    the turn; see conversations.services.turn_await_input). ``step`` is the turn's journal step
+    for it (see TurnStep), stored with it. ``escalate`` says whether it goes to the workspace's
+    owners if nobody answers in time (None: as ``PARLEY_ESCALATE_QUESTIONS`` says)."""
+    if stored := Selection.objects.filter(pk=selection_id).first():
+        return stored  # a retry whose first attempt committed
     now = timezone.now()
     if escalate is None:
         escalate = settings.PARLEY_ESCALATE_QUESTIONS
     with transaction.atomic():
-        turn = lock_owned_turn(turn_id, process)
-        if stored := Selection.objects.filter(pk=selection_id).first():
-            return stored  # a retry whose first attempt committed
+        turn = turn_await_input(turn_id=turn_id, process=process)
         if step is not None:
             turn_steps_record(
                 turn_id=turn_id, steps=[{**step, "outcome": {"selection": selection_id}}]
@@ -77,8 +73,6 @@ def selection_request(
             ),
             **fields,
         )
-        turn.status = Turn.Status.AWAITING_INPUT
-        turn.save(update_fields=["status"])
         append_events(
             conversation_id=turn.conversation_id,
             turn_id=turn.pk,
@@ -194,19 +188,11 @@ def _resolve(selection: Selection, status: str, *, answer=None, user=None, befor
         Turn.objects.filter(pk=selection.turn_id, status=Turn.Status.AWAITING_INPUT).exclude(
             selections__status=Selection.Status.PENDING
         ).update(status=Turn.Status.RUNNING)
-        if turn.is_active and is_unowned(turn, now):
-            # Nobody holds the turn (released from memory while it waited, or its process
-            # stopped): this process resumes it, and it goes on with the outcome.
-            previous = turn_hold(turn=turn)
-            resume = partial(
-                seams.turns.get().resume, turn.pk, "question_settled", held_from=previous
-            )
-            transaction.on_commit(resume)
-        else:
-            # The inbox is named when the turn starts running, before it can ask anything. The
-            # wake-up carries the committed outcome, so the turn goes on without reading it.
-            message = {"type": "selection.wake", "id": selection.pk, "outcome": selection.outcome()}
-            transaction.on_commit(partial(turn_notify, turn.inbox, message))
+        # The wake-up carries the committed outcome, so the turn goes on without reading it; a
+        # turn nobody holds (released from memory while it waited, or its process stopped) is
+        # resumed by this process, and goes on with the outcome.
+        message = {"type": "selection.wake", "id": selection.pk, "outcome": selection.outcome()}
+        turn_wake(turn=turn, message=message)
     return True
 
 

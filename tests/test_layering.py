@@ -1,8 +1,9 @@
 """Dependencies point one way: no import cycle between files, and the apps' rules.
 
-Every module of config/, conversations/ and selection/ is parsed (not imported), and every
-import in it counts, at any depth: at the top, inside a function, under ``TYPE_CHECKING``. An
-import of ``a.b.c`` also runs ``a/__init__`` and ``a/b/__init__``, so it depends on them too.
+Every module of config/, core/, conversations/, selection/ and external/ is parsed (not
+imported), and every import in it counts, at any depth: at the top, inside a function, under
+``TYPE_CHECKING``. An import of ``a.b.c`` also runs ``a/__init__`` and ``a/b/__init__``, so it
+depends on them too (but for a module inside ``a.b``, which ``a/b/__init__`` may gather).
 """
 
 import ast
@@ -74,7 +75,10 @@ def import_graph() -> dict[str, set[str]]:
             parts = name.split(".")
             for end in range(1, len(parts) + 1):
                 candidate = ".".join(parts[:end])
-                if candidate in modules and candidate != module:
+                # A module inside a package runs only once its package's __init__ has begun:
+                # reaching back into it (a package gathering its modules' names) is no cycle.
+                inside = module.startswith(candidate + ".")
+                if candidate in modules and candidate != module and not inside:
                     targets.add(candidate)
         graph[module] = targets
     return graph

@@ -98,7 +98,7 @@ class TurnRunner:
         """Claim a turn nobody holds and resume it here from its journal (``reason`` says why
         it changed hands: see turn.resumed). Safe to call from any thread; does nothing if
         another process claims it first, or if this process is shutting down. ``held_from``:
-        the turn is held for this process already (services.turn_hold), by whom before."""
+        the turn is held for this process already (ownership.turn_wake), by whom before."""
         if not server_loop.call_soon(self._start, turn_id, reason, held_from):
             logger.warning("No server loop to resume turn %s; upkeep will", turn_id)
 
