@@ -51,7 +51,7 @@ PG_LOG := test-artifacts/test-postgresql.log
 test: $(VENV)/.installed-dev chromium services
 	$(BIN)/ruff check .
 	@mkdir -p test-artifacts
-	@$(BIN)/python -m ops.services -- $(BIN)/pytest -p no:cacheprovider \
+	@$(BIN)/python -m ops.servers -- $(BIN)/pytest -p no:cacheprovider \
 	    -m "not browser and not sqlite" > $(PG_LOG) 2>&1 & pg=$$!; \
 	  $(BIN)/pytest -m "not cluster and not once"; sqlite=$$?; \
 	  wait $$pg; postgresql=$$?; \
@@ -68,7 +68,7 @@ bench: $(VENV)/.installed-dev services
 # The fuzzers of `make test` (on PostgreSQL, the stricter backend), twenty times longer; a new
 # seed with PARLEY_FUZZ_SEED=n.
 fuzz: $(VENV)/.installed-dev services
-	PARLEY_FUZZ_SCALE=$${PARLEY_FUZZ_SCALE:-20} $(BIN)/python -m ops.services -- \
+	PARLEY_FUZZ_SCALE=$${PARLEY_FUZZ_SCALE:-20} $(BIN)/python -m ops.servers -- \
 	    $(BIN)/pytest -p no:cacheprovider tests/fuzz
 
 # Minutes of sockets reconnecting at random while turns stream, ask and get answered.

@@ -42,7 +42,7 @@ from bench.run import (
     prepare_parley,
     until_terminal,
 )
-from ops.services import Postgres, Redis, scratch_folder
+from ops.servers import Postgres, Redis, scratch_folder
 
 SOCKETS_PER_PROCESS = 20
 

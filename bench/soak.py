@@ -48,7 +48,7 @@ if str(ROOT) not in sys.path:
 
 from bench.durable import metric  # noqa: E402
 from bench.run import RESULTS, Daphne, Parley, manage_shell, prepare_parley  # noqa: E402
-from ops.services import Postgres, scratch_folder  # noqa: E402
+from ops.servers import Postgres, scratch_folder  # noqa: E402
 
 TERMINAL = {"turn.completed", "turn.failed", "turn.cancelled"}
 # Seconds: a turn's own limit (questions included), the drain after the run (turns in flight

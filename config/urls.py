@@ -6,14 +6,14 @@ from django.contrib.auth import views as auth_views
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
-from conversations import views
+from conversations import pages
 from core import health
-from selection.views import waiting_page
+from selection.pages import waiting_page
 
 urlpatterns = [
-    path("", views.home, name="home"),
-    path("conversations/new/", views.conversation_new, name="conversation-new"),
-    path("conversations/<str:conversation_id>/", views.conversation_page, name="conversation"),
+    path("", pages.home, name="home"),
+    path("conversations/new/", pages.conversation_new, name="conversation-new"),
+    path("conversations/<str:conversation_id>/", pages.conversation_page, name="conversation"),
     path("waiting/", waiting_page, name="waiting"),
     path("login/", auth_views.LoginView.as_view(), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
@@ -32,7 +32,7 @@ urlpatterns = [
     path("metrics", health.metrics, name="metrics"),
 ]
 
-handler400 = "core.views.invalid_request"
-handler403 = "core.views.forbidden"
-handler404 = "core.views.not_found"
-handler500 = "core.views.internal_error"
+handler400 = "core.error_pages.invalid_request"
+handler403 = "core.error_pages.forbidden"
+handler404 = "core.error_pages.not_found"
+handler500 = "core.error_pages.internal_error"

@@ -14,7 +14,7 @@ from core.errors import ApplicationError
 from core.process import process_id, server_loop
 from core.sockets import GuardedConsumer, anything, flag, identifier, optional_string, string
 
-from . import revocation, seams, services
+from . import hooks, revocation, services
 from .access import conversation_access
 from .events import check_seq_within, parse_seq
 from .feed import ConversationFeed
@@ -309,7 +309,7 @@ class ConversationConsumer(GuardedConsumer):
         return await run_db(self._selection_reply, frame)
 
     def _selection_reply(self, frame: dict) -> dict:
-        return seams.questions.get().reply(
+        return hooks.questions.get().reply(
             user=self.scope["user"],
             conversation_id=self.conversation_id,
             selection_id=frame["selection_id"],

@@ -353,11 +353,13 @@ def list_folder(root: Path, relative: str = "", *, include_hidden: bool = False)
 
 @dataclass(frozen=True)
 class WalkedFile:
-    """A regular file found by walk_files: where it is (relative), its real path, its size."""
+    """A regular file found by walk_files: where it is (relative), its real path, its size, and
+    when it last changed (a POSIX timestamp)."""
 
     path: str
     real: Path
     size: int
+    modified: float
 
     @property
     def name(self) -> str:
@@ -421,7 +423,7 @@ def walk_files(root: Path, under: str = "", skipped: list | None = None) -> Iter
             except OSError as exc:
                 leave_out(name, path, os_problem(exc))
                 continue
-            yield WalkedFile(path=path, real=Path(real), size=info.st_size)
+            yield WalkedFile(path=path, real=Path(real), size=info.st_size, modified=info.st_mtime)
         stack.extend(reversed(folders))
 
 

@@ -203,7 +203,8 @@ class TurnStep(models.Model):
     """One completed step of a turn, in order: its journal, from which a resumed turn is rebuilt.
 
     A step is a tool call's outcome, a question asked (its answer lives on the question), the
-    steering the agent took in, or the outcome of a recorded ``ctx.step`` (a model's output).
+    steering the agent took in, the outcome of a recorded ``ctx.step`` (a model's output), or the
+    time (``ctx.now``) or random seed (``ctx.random``) the agent was given.
     Text is not journaled here: the turn's ``message.delta`` events are its record. ``said``
     is how many characters the agent had said when it took the step, so a replay checks that
     text and steps come in the same order. Written in the same transaction as the step's
@@ -215,6 +216,8 @@ class TurnStep(models.Model):
         ASK = "ask", "Question"
         STEERING = "steering", "Steering taken in"
         STEP = "step", "Recorded step"
+        CLOCK = "clock", "The time read"
+        SEED = "seed", "A random seed drawn"
 
     turn = models.ForeignKey(Turn, on_delete=models.CASCADE, related_name="steps")
     index = models.PositiveIntegerField()

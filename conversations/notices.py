@@ -1,6 +1,6 @@
 """News for people wherever they are in Parley, not only on a conversation's page.
 
-Each person's own socket (``/ws/me/``, see selection.people) hears, on every process, of what
+Each person's own socket (``/ws/me/``, see selection.consumers) hears, on every process, of what
 may change what waits for them: a question asked, settled, reminded or escalated, and a turn
 ended. Notices go to a channel-layer group per workspace, once the transaction that stored
 what they announce commits. Like every layer message they are at most once: a socket that

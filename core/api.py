@@ -144,3 +144,45 @@ class PooledApiView(APIView):
         # render a template response in a thread of its own.
         response.render()
         return HttpResponse(response.content, status=response.status_code, headers=response.headers)
+
+
+# Serializer fields from JSON schemas ---------------------------------------------------------
+
+
+def field_for(schema: dict, *, name: str, **options) -> serializers.Field:
+    """A DRF field for a value that ``schema`` (a JSON schema) describes, with its type and
+    limits, so that what a JSON schema defines once is also what the OpenAPI schema says: a
+    string (an enum: a choice), a boolean, an integer, a number, an array of such, or an object
+    with properties (a serializer named ``name``, each property a field named after it)."""
+    if description := schema.get("description"):
+        options.setdefault("help_text", description)
+    kind = schema.get("type")
+    limits = {
+        "minimum": "min_value",
+        "maximum": "max_value",
+        "minLength": "min_length",
+        "maxLength": "max_length",
+        "minItems": "min_length",
+        "maxItems": "max_length",
+    }
+    bounds = {limits[key]: value for key, value in schema.items() if key in limits}
+    if "enum" in schema:
+        return serializers.ChoiceField(choices=schema["enum"], **options)
+    if kind == "string":
+        return serializers.CharField(**bounds, allow_blank=not bounds.get("min_length"), **options)
+    if kind == "boolean":
+        return serializers.BooleanField(**options)
+    if kind in ("integer", "number"):
+        field = serializers.IntegerField if kind == "integer" else serializers.FloatField
+        return field(**bounds, **options)
+    if kind == "array":
+        child = field_for(schema.get("items", {}), name=name)
+        return serializers.ListField(child=child, **bounds, **options)
+    if kind == "object" and "properties" in schema:
+        required = set(schema.get("required", ()))
+        fields = {
+            key: field_for(value, name=f"{name}{key.title()}", required=key in required)
+            for key, value in schema["properties"].items()
+        }
+        return type(f"{name}Serializer", (serializers.Serializer,), fields)(**options)
+    return serializers.JSONField(**options)

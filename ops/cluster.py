@@ -14,7 +14,7 @@ import sys
 import threading
 from pathlib import Path
 
-from ops.services import Postgres, Redis, reachable_by_postgres
+from ops.servers import Postgres, Redis, reachable_by_postgres
 
 ROOT = Path(__file__).resolve().parent.parent
 DAPHNE = [sys.executable, "-m", "daphne", "-b", "127.0.0.1"]

@@ -75,7 +75,7 @@ def settled_in_words(selection: Selection) -> str:
 
 def schema_field(name: str, spec: dict, required: bool) -> forms.Field:
     """The form field for one field of a form question's schema (the flat subset that
-    selection.validation.clean_form_schema allows), titled and described as the schema says."""
+    conversations.questions.clean_form_schema allows), titled and described as the schema says."""
     common = {
         "label": spec.get("title") or name,
         "help_text": spec.get("description", ""),

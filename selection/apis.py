@@ -7,7 +7,8 @@ from rest_framework.views import APIView
 
 from conversations.access import conversation_access
 from conversations.files import UnsafePath, list_folder, relative_path, resolve_inside
-from core.api import PooledApiView, error_responses
+from conversations.questions import FIELDS, KINDS, MAX_OPTIONS, OPTION, PROMPT
+from core.api import PooledApiView, error_responses, field_for
 from core.errors import ApplicationError, not_found
 
 from . import selectors, services
@@ -18,6 +19,13 @@ from .models import Selection
 ERRORS = error_responses(400, 403, 404, 409, 410)
 
 
+def _question_field(name: str) -> serializers.Field:
+    """A question's field as the payload has it (null where its kind has none), its type and
+    limits derived from the question kinds' definition (conversations.questions)."""
+    field = FIELDS[name]
+    return field_for(field.json_schema(), name=f"Question{name.title()}", allow_null=True)
+
+
 class SelectionSerializer(serializers.Serializer):
     """A question (see the contract): the same shape as in ``selection.requested``."""
 
@@ -25,16 +33,19 @@ class SelectionSerializer(serializers.Serializer):
     conversation = serializers.CharField()
     turn = serializers.CharField()
     ordinal = serializers.IntegerField()
-    kind = serializers.ChoiceField(choices=Selection.Kind.choices)
-    prompt = serializers.CharField()
-    options = serializers.ListField(child=serializers.DictField())
-    multiple = serializers.BooleanField()
-    allow_freeform = serializers.BooleanField()
-    min_choices = serializers.IntegerField(allow_null=True)
-    max_choices = serializers.IntegerField(allow_null=True)
-    mode = serializers.CharField(allow_null=True)
-    root = serializers.CharField(allow_null=True)
-    schema = serializers.JSONField(allow_null=True)
+    kind = field_for({"type": "string", "enum": list(KINDS)}, name="QuestionKind")
+    prompt = field_for(PROMPT.json_schema(), name="QuestionPrompt")
+    # Every kind has its options: none but a choice's.
+    options = serializers.ListField(
+        child=field_for(OPTION, name="QuestionOption"), max_length=MAX_OPTIONS
+    )
+    multiple = field_for(FIELDS["multiple"].json_schema(), name="QuestionMultiple")
+    allow_freeform = field_for(FIELDS["allow_freeform"].json_schema(), name="QuestionFreeform")
+    min_choices = _question_field("min_choices")
+    max_choices = _question_field("max_choices")
+    mode = _question_field("mode")
+    root = _question_field("root")
+    schema = _question_field("schema")
     addressee = serializers.DictField(allow_null=True)
     status = serializers.ChoiceField(choices=Selection.Status.choices)
     answer = serializers.JSONField(allow_null=True)

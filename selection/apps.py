@@ -8,9 +8,9 @@ class SelectionConfig(AppConfig):
     verbose_name = "Questions"
 
     def ready(self):
-        # Turns reach their questions through this seam: conversations never imports selection.
-        from conversations import seams
+        # Turns reach their questions through this hook: conversations never imports selection.
+        from conversations import hooks
 
         from .hooks import TurnQuestions
 
-        seams.questions.register(TurnQuestions())
+        hooks.questions.register(TurnQuestions())

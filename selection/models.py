@@ -5,22 +5,15 @@ from django.db import models
 
 from conversations.events import format_ts
 from conversations.models import Conversation, Turn
-from core.ids import new_id
+from conversations.questions import KINDS, MODES, new_selection_id
 from core.people import person
 
 
-def new_selection_id() -> str:
-    """A question's public id, e.g. ``s_9f2c4e1a7b3d5c60``."""
-    return new_id("s")
-
-
 class Selection(models.Model):
-    class Kind(models.TextChoices):
-        PATH = "path", "Pick a file or folder"
-        CHOICE = "choice", "Choose among options"
-        TEXT = "text", "Type an answer"
-        CONFIRM = "confirm", "Confirm"
-        FORM = "form", "Fill a form"
+    # The question kinds and a path question's modes, as conversations.questions defines them.
+    Kind = models.TextChoices(
+        "Kind", [(name.upper(), (name, k.label)) for name, k in KINDS.items()]
+    )
 
     class Status(models.TextChoices):
         PENDING = "pending", "Pending"
@@ -30,10 +23,9 @@ class Selection(models.Model):
         EXPIRED = "expired", "Expired"
         CANCELLED = "cancelled", "Cancelled"
 
-    class Mode(models.TextChoices):
-        FILE = "file", "File"
-        FOLDER = "folder", "Folder"
-        ANY = "any", "File or folder"
+    Mode = models.TextChoices(
+        "Mode", [(name.upper(), (name, label)) for name, label in MODES.items()]
+    )
 
     id = models.CharField(primary_key=True, max_length=24, default=new_selection_id)
     conversation = models.ForeignKey(

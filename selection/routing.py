@@ -1,8 +1,8 @@
-"""WebSocket routes of the selection app: a person's own socket (see selection.people)."""
+"""WebSocket routes of the selection app: a person's own socket (see selection.consumers)."""
 
 from django.urls import path
 
-from .people import PersonConsumer
+from .consumers import PersonConsumer
 
 websocket_urlpatterns = [
     path("ws/me/", PersonConsumer.as_asgi()),

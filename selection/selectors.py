@@ -125,7 +125,7 @@ def waiting_for(*, user) -> list[dict]:
 
 
 def selection_notice(*, user, selection_id: str) -> dict | None:
-    """What a person's socket says of a question it heard of (see selection.people): its
+    """What a person's socket says of a question it heard of (see selection.consumers): its
     prompt and where it was asked, if the person may answer it and it still waits; else
     None."""
     selection = (

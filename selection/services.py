@@ -88,7 +88,7 @@ def _share_of(start, seconds: float, share: float):
 
 
 def _tell_people(selection: Selection, kind: str, *, workspace_id: int, to=()) -> None:
-    """Let the people of its workspace know, on their own sockets (see selection.people)."""
+    """Let the people of its workspace know, on their own sockets (see selection.consumers)."""
     people_notify(
         workspace_id=workspace_id,
         notice={

@@ -152,7 +152,7 @@ def test_core_imports_no_app():
 
 
 def test_conversations_never_imports_selection():
-    # The other way goes only through conversations.seams, which the selection app fills.
+    # The other way goes only through conversations.hooks, which the selection app fills.
     assert _edges(import_graph(), "conversations", "selection") == []
 
 
@@ -225,3 +225,60 @@ def test_the_readme_map_names_every_module_and_only_what_exists():
             if m not in named and not any(m.startswith(f) for f in folders - {"runtime/"})
         )
         assert not unnamed, f"README's map does not name {package}/{unnamed}"
+
+
+# Ownership: one module knows what holding a turn means -----------------------------------------
+
+OWNERSHIP = "conversations.services.ownership"
+# What only the services package may use of ownership (the rest is its public services).
+OWNERSHIP_INTERNALS = {
+    "claim_owned_turn",
+    "lock_owned_turn",
+    "holding",
+    "is_unowned",
+    "LET_GO",
+    "_turn_hold",
+    "_lease_end",
+}
+
+
+def _names_imported_from(tree: ast.AST, module: str, source: str) -> set[str]:
+    names = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            if node.module == module or node.module.startswith(module + "."):
+                names.update(alias.name for alias in node.names)
+    return names
+
+
+def test_selection_names_no_ownership_internals():
+    graph = import_graph()
+    assert _edges(graph, "selection", OWNERSHIP) == []
+    assert _edges(graph, "external", OWNERSHIP) == []
+    # Outside the services package, only the admin reads who holds a turn (its filter and column).
+    outside = sorted(
+        source
+        for source, targets in graph.items()
+        if OWNERSHIP in targets and not source.startswith("conversations.services")
+    )
+    assert outside == ["conversations.admin"]
+    for module, path in project_modules().items():
+        if module.startswith("conversations.services"):
+            continue
+        tree = ast.parse(path.read_text())
+        imported = _names_imported_from(tree, "conversations.services", module)
+        assert not imported & OWNERSHIP_INTERNALS, (module, imported & OWNERSHIP_INTERNALS)
+
+
+def test_only_ownership_names_a_lease():
+    # A turn's lease is read and written in conversations/services/ownership.py alone (the model
+    # declares it, and the admin shows it among a turn's columns).
+    allowed = {OWNERSHIP, "conversations.models", "conversations.admin"}
+    naming = sorted(
+        module
+        for module, path in project_modules().items()
+        if "lease_expires_at" in path.read_text()
+        and module not in allowed
+        and ".migrations." not in module
+    )
+    assert naming == []

@@ -1,4 +1,4 @@
-"""The agent interface, and loading agent backends by name from settings.PARLEY_AGENTS.
+"""The agent interface, and the agent backends named in settings.PARLEY_AGENTS, resolved once.
 
 An agent never touches the ORM or the channel layer. It gets a TurnContext (see
 conversations.runtime.context) and does everything through it:
@@ -14,6 +14,8 @@ its process stops (see conversations.runtime.journal for what it must not do).
 """
 
 from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured
+from django.core.signals import setting_changed
 from django.utils.module_loading import import_string
 
 from core.errors import ApplicationError, SaidToPeople
@@ -48,20 +50,58 @@ class Agent:
         raise NotImplementedError
 
 
-def _agent_path(name: str) -> str | None:
-    return settings.PARLEY_AGENTS.get(name) or settings.PARLEY_TURN_AGENTS.get(name)
+class AgentRegistry:
+    """The agent backends the settings name (PARLEY_AGENTS, and PARLEY_TURN_AGENTS for those that
+    run single turns started from elsewhere), each resolved from its dotted path once: at
+    start-up (ConversationsConfig.ready), and again if those settings change (tests)."""
+
+    SETTINGS = ("PARLEY_AGENTS", "PARLEY_TURN_AGENTS")
+
+    def __init__(self):
+        self._classes: dict[str, type[Agent]] | None = None
+
+    def load(self) -> None:
+        """Resolve every configured agent. Raises ImproperlyConfigured, naming the setting and
+        the agent, for a path that cannot be imported or that names no Agent."""
+        classes: dict[str, type[Agent]] = {}
+        for setting in self.SETTINGS:
+            for name, path in getattr(settings, setting).items():
+                where = f"{setting}[{name!r}]"
+                try:
+                    found = import_string(path)
+                except ImportError as exc:
+                    raise ImproperlyConfigured(f"{where}: cannot import {path!r}: {exc}") from exc
+                if not (isinstance(found, type) and issubclass(found, Agent)):
+                    raise ImproperlyConfigured(f"{where}: {path!r} is not an Agent class.")
+                classes.setdefault(name, found)
+        self._classes = classes
+
+    def reset(self, *, setting: str, **kwargs) -> None:
+        if setting in self.SETTINGS:
+            self._classes = None
+
+    def get(self, name: str) -> type[Agent] | None:
+        """The agent class configured under ``name``, or None."""
+        if self._classes is None:
+            self.load()
+        return self._classes.get(name)
+
+
+agents = AgentRegistry()
+setting_changed.connect(agents.reset)
 
 
 def agent_is_resumable(name: str) -> bool:
     """Whether turns of the agent configured under ``name`` can be resumed (False if none is)."""
-    path = _agent_path(name)
-    return path is not None and bool(getattr(import_string(path), "resumable", False))
+    found = agents.get(name)
+    return found is not None and bool(found.resumable)
 
 
 def agent_models(name: str) -> list[str]:
     """The models the agent configured under ``name`` offers (empty if it offers no choice)."""
-    path = settings.PARLEY_AGENTS.get(name)
-    return list(import_string(path).models()) if path is not None else []
+    if name not in settings.PARLEY_AGENTS:
+        return []
+    return list(agents.get(name).models())
 
 
 def load_agent(name: str) -> Agent:
@@ -70,6 +110,6 @@ def load_agent(name: str) -> Agent:
 
     Raises ApplicationError ``unknown_agent`` if no such agent is configured.
     """
-    if (path := _agent_path(name)) is None:
+    if (found := agents.get(name)) is None:
         raise ApplicationError("unknown_agent", f"No agent named '{name}' is configured.")
-    return import_string(path)()
+    return found()

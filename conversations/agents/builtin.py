@@ -1,7 +1,8 @@
 """The builtin agent: a deterministic workspace assistant that needs no network.
 
-It works on the workspace's files root. It answers ``help``, ``list [folder]``, ``find <text>``
-and ``summarize <path>``; it asks when it needs to: ``summarize`` with no path or an ambiguous
+It works on the workspace's files root. It answers ``help``, ``list [folder]``, ``find <text>``,
+``recent [days]`` (the files changed lately, counted from the time the context gives) and
+``summarize <path>``; it asks when it needs to: ``summarize`` with no path or an ambiguous
 one offers a file picker, ``compare`` asks for two files, ``rename <path>`` asks for the new
 name (again, saying why, while one will not do) and then for confirmation, ``tidy`` offers a
 multi-select of chores, ``note`` asks with a form, and a request it does not understand makes it
@@ -10,40 +11,43 @@ as a tool call; input people add mid-turn is acknowledged between steps.
 """
 
 import asyncio
-import difflib
 import os
 import re
+from datetime import datetime, timedelta
 from functools import partial
 from pathlib import Path, PurePosixPath
 
 from django.conf import settings
-from django.utils.text import slugify
 
 from ..files import (
-    MAX_NAME_BYTES,
-    MAX_TEXT_BYTES,
-    Skipped,
     UnsafePath,
     kind_of,
     list_folder,
-    make_folders,
     os_problem,
-    printable_name,
-    read_text,
     relative_path,
     resolve_inside,
-    walk_files,
-    write_text,
 )
 from . import Agent
+from .builtin_tools import (
+    CHORES,
+    bad_name,
+    common_folder,
+    compare_files,
+    explain,
+    files_matching,
+    find_in_files,
+    recent_files,
+    said_skipped,
+    skipped_part,
+    summary_of,
+    time_ago,
+    write_note,
+)
 
-MAX_MATCHES = 50
-# Most entries left out (loops, links to nothing, pipes...) a listing or a search names.
-MAX_SKIPPED = 20
 # How many names a rename asks for before it gives up, when none will do.
 MAX_NAME_TRIES = 3
-TEXT_SUFFIXES = {".md", ".txt", ".csv", ".rst"}
-
+# The longest span `recent` looks back over.
+MAX_RECENT_DAYS = 366
 ABILITIES = {
     "help": "show what I can do",
     "list": "list a folder: `list [folder]`",
@@ -53,6 +57,7 @@ ABILITIES = {
     "rename": "rename a file, after you confirm: `rename [path]`",
     "tidy": "tidy the workspace's files, choosing the chores",
     "note": "write a note from a short form: `note [text]`",
+    "recent": "list the files changed lately: `recent [days]` (the last 7 by default)",
 }
 
 TIDY_CHORES = [
@@ -124,99 +129,6 @@ def _strip_quotes(text: str) -> str:
     if len(text) >= 2 and text[0] == text[-1] and text[0] in "\"'`":
         return text[1:-1]
     return text
-
-
-def summarize_text(text: str) -> dict:
-    lines = text.splitlines()
-    headings = [line.lstrip("#").strip() for line in lines if re.match(r"^#{1,6}\s", line)]
-    first = [line for line in lines if line.strip()][:3]
-    return {
-        "lines": len(lines),
-        "words": len(text.split()),
-        "headings": headings[:20],
-        "first_lines": first,
-    }
-
-
-def find_in_files(root, needle: str) -> dict:
-    """Files whose names or lines hold ``needle``; entries that could not be looked at are
-    named in ``skipped`` (only when there are some)."""
-    needle_lower = needle.lower()
-    matches, files, skipped = [], set(), []
-    for found in _walk(root, skipped):
-        if needle_lower in found.name.lower():
-            files.add(found.path)
-        if found.size > MAX_TEXT_BYTES:
-            continue
-        try:
-            text = read_text(found.real, found.path)
-        except UnsafePath as exc:
-            skipped.append(Skipped(found.name, found.path, exc.problem))
-            continue
-        except FileNotFoundError:
-            continue  # gone since the folder was read
-        if text is None:
-            continue
-        for number, line in enumerate(text.splitlines(), start=1):
-            if needle_lower in line.lower():
-                files.add(found.path)
-                if len(matches) < MAX_MATCHES:
-                    matches.append({"path": found.path, "line": number, "text": line.strip()[:200]})
-    result = {
-        "files": sorted(files),
-        "matches": matches,
-        "truncated": len(matches) >= MAX_MATCHES,
-    }
-    return result | _skipped(skipped)
-
-
-def _skipped(skipped: list) -> dict:
-    """What a tool's result says of the entries it left out: nothing if none, else the first
-    MAX_SKIPPED (as {"path", "problem"}) and how many in all."""
-    if not skipped:
-        return {}
-    named = [{"path": item.path, "problem": item.problem} for item in skipped[:MAX_SKIPPED]]
-    return {"skipped": named, "skipped_count": len(skipped)}
-
-
-def _said_skipped(result: dict) -> str:
-    """The entries a tool left out, as lines of the reply ('' if none)."""
-    if not result.get("skipped"):
-        return ""
-    lines = [f"- `{item['path']}`: {item['problem']}" for item in result["skipped"]]
-    more = result["skipped_count"] - len(lines)
-    if more > 0:
-        lines.append(f"- and {more} more")
-    count = result["skipped_count"]
-    return f"\n\nI left out {count} entr{'y' if count == 1 else 'ies'} I can't use:\n\n" + (
-        "\n".join(lines)
-    )
-
-
-def files_matching(root, text: str) -> list[str]:
-    """Files whose path inside the root contains ``text`` (ignoring case)."""
-    needle = text.lower()
-    return [found.path for found in _walk(root) if needle in found.path.lower()]
-
-
-def _walk(root, skipped: list | None = None):
-    """The workspace's regular files (see walk_files); none if its root cannot be read, which
-    is then the one entry left out."""
-    try:
-        yield from walk_files(root, skipped=skipped)
-    except UnsafePath as exc:
-        if skipped is not None:
-            skipped.append(Skipped(".", ".", exc.problem))
-
-
-def common_folder(paths: list[str]) -> str:
-    parents = [PurePosixPath(p).parent.parts for p in paths]
-    shared = []
-    for parts in zip(*parents, strict=False):
-        if len(set(parts)) != 1:
-            break
-        shared.append(parts[0])
-    return "/".join(shared)
 
 
 class BuiltinAgent(Agent):
@@ -319,22 +231,22 @@ class BuiltinAgent(Agent):
         if entries is None:
             await self.stream(listing["error"])
         elif not entries:
-            await self.stream(f"`{folder or '.'}` is empty." + _said_skipped(listing))
+            await self.stream(f"`{folder or '.'}` is empty." + said_skipped(listing))
         else:
             # A folder ends with a slash (no icon: the reader's fonts may have none).
             lines = [f"- `{e['path']}{'/' if e['kind'] == 'folder' else ''}`" for e in entries]
             await self.stream(
                 f"`{folder or '.'}` holds {len(entries)} entries:\n\n"
                 + "\n".join(lines)
-                + _said_skipped(listing)
+                + said_skipped(listing)
             )
 
     def _list(self, folder: str) -> dict:
         try:
             listing = list_folder(self.ctx.files_root, folder)
         except (UnsafePath, FileNotFoundError, NotADirectoryError) as exc:
-            return {"error": _explain(exc, folder)}
-        return {"entries": [entry.as_dict() for entry in listing.entries]} | _skipped(
+            return {"error": explain(exc, folder)}
+        return {"entries": [entry.as_dict() for entry in listing.entries]} | skipped_part(
             listing.skipped
         )
 
@@ -351,7 +263,7 @@ class BuiltinAgent(Agent):
             "find", {"text": needle}, lambda: find_in_files(root, needle)
         )
         if not found["files"]:
-            await self.stream(f"Nothing contains “{needle}”." + _said_skipped(found))
+            await self.stream(f"Nothing contains “{needle}”." + said_skipped(found))
             return
         lines = [f"- `{m['path']}` line {m['line']}: {m['text']}" for m in found["matches"]]
         named = [f for f in found["files"] if f not in {m["path"] for m in found["matches"]}]
@@ -360,7 +272,35 @@ class BuiltinAgent(Agent):
         await self.stream(
             f"“{needle}” is in {len(found['files'])} file(s){more}:\n\n"
             + "\n".join(lines)
-            + _said_skipped(found)
+            + said_skipped(found)
+        )
+
+    async def do_recent(self, argument: str) -> None:
+        words = _strip_quotes(argument).split()
+        days = int(words[0]) if words and words[0].isdigit() else 7
+        if not 1 <= days <= MAX_RECENT_DAYS or (words and not words[0].isdigit()):
+            await self.stream(f"Tell me a number of days, from 1 to {MAX_RECENT_DAYS}: `recent 3`.")
+            return
+        # The time is read through the context: a resumed turn counts from the same moment.
+        now = self.ctx.now()
+        since = (now - timedelta(days=days)).timestamp()
+        found = await self.ctx.call_tool(
+            "recent", {"days": days}, partial(recent_files, self.ctx.files_root, since)
+        )
+        span = "day" if days == 1 else f"{days} days"
+        if not found["files"]:
+            await self.stream(f"No file changed in the last {span}." + said_skipped(found))
+            return
+        lines = [
+            f"- `{item['path']}`, {time_ago(now, datetime.fromisoformat(item['modified']))}"
+            for item in found["files"]
+        ]
+        if found["more"]:
+            lines.append(f"- and {found['more']} more")
+        await self.stream(
+            f"Changed in the last {span}, newest first:\n\n"
+            + "\n".join(lines)
+            + said_skipped(found)
         )
 
     async def do_summarize(self, argument: str) -> None:
@@ -370,7 +310,9 @@ class BuiltinAgent(Agent):
             await self.summarize(path)
 
     async def summarize(self, path: str) -> None:
-        summary = await self.ctx.call_tool("summarize", {"path": path}, lambda: self._summary(path))
+        summary = await self.ctx.call_tool(
+            "summarize", {"path": path}, partial(summary_of, self.ctx.files_root, path)
+        )
         if "error" in summary:
             await self.stream(summary["error"])
             return
@@ -383,15 +325,6 @@ class BuiltinAgent(Agent):
             )
         await self.stream("\n\n".join(parts))
 
-    def _summary(self, path: str) -> dict:
-        try:
-            text = read_text(self._file(path), path)
-        except (UnsafePath, FileNotFoundError, IsADirectoryError) as exc:
-            return {"error": _explain(exc, path)}
-        if text is None:
-            return {"error": f"`{path}` is not a text file I can read."}
-        return summarize_text(text)
-
     async def do_compare(self, argument: str) -> None:
         given = split_arguments(argument)[:2]
         paths = []
@@ -403,7 +336,7 @@ class BuiltinAgent(Agent):
             paths.append(path)
             await self.acknowledge_steering()
         result = await self.ctx.call_tool(
-            "compare", {"paths": paths}, lambda: self._compare(*paths)
+            "compare", {"paths": paths}, partial(compare_files, self.ctx.files_root, *paths)
         )
         if "error" in result:
             await self.stream(result["error"])
@@ -423,40 +356,6 @@ class BuiltinAgent(Agent):
             )
         )
 
-    def _file(self, path: str) -> Path:
-        """The real path of the regular file at ``path``; raises UnsafePath, FileNotFoundError
-        or IsADirectoryError."""
-        target = resolve_inside(self.ctx.files_root, path)
-        kind = kind_of(target, path)
-        if kind is None:
-            raise FileNotFoundError(path)
-        if kind == "folder":
-            raise IsADirectoryError(path)
-        return target
-
-    def _compare(self, first: str, second: str) -> dict:
-        texts = []
-        for path in (first, second):
-            try:
-                text = read_text(self._file(path), path)
-            except (UnsafePath, FileNotFoundError, IsADirectoryError) as exc:
-                return {"error": _explain(exc, path)}
-            if text is None:
-                return {"error": f"`{path}` is not a text file I can read."}
-            texts.append(text.splitlines())
-        one, two = texts
-        matcher = difflib.SequenceMatcher(a=one, b=two, autojunk=False)
-        shared = sum(block.size for block in matcher.get_matching_blocks())
-        diff = list(difflib.unified_diff(one, two, first, second, lineterm="", n=1))
-        return {
-            "identical": one == two,
-            "lines": [len(one), len(two)],
-            "shared": shared,
-            "only_first": len(one) - shared,
-            "only_second": len(two) - shared,
-            "diff": "\n".join(diff[:12]),
-        }
-
     async def do_rename(self, argument: str) -> None:
         path = await self.resolve_file(argument, "rename")
         if path is None:
@@ -464,7 +363,7 @@ class BuiltinAgent(Agent):
         try:
             source = resolve_inside(self.ctx.files_root, path)
         except UnsafePath as exc:
-            await self.stream(_explain(exc, path))
+            await self.stream(explain(exc, path))
             return
         target = await self.ask_new_name(path, source)
         if target is None:
@@ -498,7 +397,7 @@ class BuiltinAgent(Agent):
                 return None
             new_name = answer.value.strip()
             target = source.parent / new_name
-            problem = _bad_name(new_name) or await self.ctx.step(
+            problem = bad_name(new_name) or await self.ctx.step(
                 "check name", partial(self._name_taken, target), {"path": path, "name": new_name}
             )
             if not problem:
@@ -547,72 +446,11 @@ class BuiltinAgent(Agent):
         report = []
         for chore in answer.value:
             done = await self.ctx.call_tool(
-                "tidy", {"chore": chore}, getattr(self, "_" + chore.replace("-", "_"))
+                "tidy", {"chore": chore}, partial(CHORES[chore], self.ctx.files_root)
             )
             report.append(done["summary"])
             await self.acknowledge_steering()
         await self.stream("Done:\n\n" + "\n".join(f"- {line}" for line in report))
-
-    def _empty_folders(self) -> dict:
-        root = self.ctx.files_root.resolve()
-        removed = []
-        # os.walk follows no links, and passes over folders it cannot read.
-        for folder, _dirs, _files in os.walk(root, topdown=False):
-            path = Path(folder)
-            try:
-                relative = relative_path(root, path)
-                if path == root or not printable_name(relative) or any(path.iterdir()):
-                    continue
-                path.rmdir()
-            except (OSError, UnsafePath):
-                continue
-            removed.append(relative)
-        return {"removed": removed, "summary": f"removed {len(removed)} empty folder(s)"}
-
-    def _rewrite_text_files(self, change) -> list[str]:
-        changed = []
-        for found in _walk(self.ctx.files_root):
-            if PurePosixPath(found.path).suffix.lower() not in TEXT_SUFFIXES:
-                continue
-            try:
-                text = read_text(found.real, found.path)
-                if text is None:
-                    continue
-                new = change(text)
-                if new != text:
-                    write_text(found.real, found.path, new)
-                    changed.append(found.path)
-            except (UnsafePath, FileNotFoundError):
-                continue
-        return changed
-
-    def _trailing_whitespace(self) -> dict:
-        changed = self._rewrite_text_files(
-            lambda text: "".join(_trim_line(line) for line in text.splitlines(keepends=True))
-        )
-        return {
-            "changed": changed,
-            "summary": f"trimmed trailing whitespace in {len(changed)} file(s)",
-        }
-
-    def _final_newline(self) -> dict:
-        changed = self._rewrite_text_files(
-            lambda text: text if not text or text.endswith("\n") else text + "\n"
-        )
-        return {"changed": changed, "summary": f"added a final newline to {len(changed)} file(s)"}
-
-    def _large_files(self) -> dict:
-        large = sorted(
-            (
-                (found.size, found.path)
-                for found in _walk(self.ctx.files_root)
-                if found.size > 1024 * 1024
-            ),
-            reverse=True,
-        )
-        files = [{"path": path, "size": size} for size, path in large]
-        names = ", ".join(f"`{f['path']}`" for f in files) or "none"
-        return {"files": files, "summary": f"files over 1 MB: {names}"}
 
     async def do_note(self, argument: str) -> None:
         answer = await self.ctx.form("Tell me about the note.", NOTE_FORM)
@@ -620,74 +458,10 @@ class BuiltinAgent(Agent):
             await self.stream(NOT_ANSWERED[answer.status] + " No note was written.")
             return
         fields = answer.value
-        written = await self.ctx.call_tool("note", fields, lambda: self._note(fields, argument))
+        written = await self.ctx.call_tool(
+            "note", fields, partial(write_note, self.ctx.files_root, fields, argument)
+        )
         if "error" in written:
             await self.stream(written["error"])
             return
         await self.stream(f"Wrote `{written['path']}`.")
-
-    def _note(self, fields: dict, body: str) -> dict:
-        try:
-            return {"path": self._write_note(fields, body)}
-        except UnsafePath as exc:
-            return {"error": f"I can't write the note: {exc}"}
-
-    def _write_note(self, fields: dict, body: str) -> str:
-        """The note's path, once written in ``notes/``. Raises UnsafePath when that folder
-        cannot be used (a loop, a link to nothing, a file in its way...)."""
-        root = self.ctx.files_root
-        folder = resolve_inside(root, "notes")
-        make_folders(folder, "notes")
-        stem = slugify(fields["title"]) or "note"
-        target, number = folder / f"{stem}.md", 1
-        while os.path.lexists(target):
-            number += 1
-            target = folder / f"{stem}-{number}.md"
-        tags = [t.strip() for t in fields.get("tags", "").split(",") if t.strip()]
-        lines = [f"# {fields['title']}", ""]
-        if tags:
-            lines.append("Tags: " + ", ".join(tags))
-        if fields.get("pinned"):
-            lines.append("Pinned: yes")
-        if body.strip():
-            lines += ["", body.strip()]
-        relative = relative_path(root, target)
-        write_text(target, relative, "\n".join(lines) + "\n")
-        return relative
-
-
-def _trim_line(line: str) -> str:
-    """The line without spaces or tabs before its line ending (which it keeps)."""
-    body = line.rstrip("\r\n")
-    return body.rstrip(" \t") + line[len(body) :]
-
-
-def _bad_name(name: str) -> str | None:
-    """What is wrong with ``name`` as a file's new name in its folder (see conversations.files
-    for what every path refuses), or None."""
-    if not name:
-        return "it is empty"
-    if name in (".", ".."):
-        return "“.” and “..” name folders, not files"
-    if "/" in name or "\\" in name:
-        return "a name may not contain slashes"
-    if "\x00" in name:
-        return "a name may not contain a NUL character"
-    if len(name) > MAX_NAME_BYTES:
-        return f"it is longer than {MAX_NAME_BYTES} characters"
-    if len(name.encode("utf-8", "surrogatepass")) > MAX_NAME_BYTES:
-        # The file system counts bytes: é takes two, 日 three.
-        return f"it is longer than {MAX_NAME_BYTES} bytes in UTF-8"
-    if name.startswith("."):
-        return "hidden names (starting with a dot) are not allowed"
-    return None
-
-
-def _explain(exc: Exception, path: str) -> str:
-    if isinstance(exc, UnsafePath):
-        return f"I can't use `{path}`: {exc}"
-    if isinstance(exc, NotADirectoryError):
-        return f"`{path}` is a file, not a folder."
-    if isinstance(exc, IsADirectoryError):
-        return f"`{path}` is a folder, not a file."
-    return f"There is no `{path}` in this workspace."

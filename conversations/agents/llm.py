@@ -14,8 +14,7 @@ import email.utils
 import json
 import logging
 import math
-import time
-from datetime import UTC
+from datetime import UTC, datetime
 from functools import partial
 
 import openai
@@ -101,7 +100,9 @@ class OpenAIAgent(Agent):
         )
 
     def _system_prompt(self, ctx) -> str:
-        asked = f"\nThis turn was started by {ctx.started_by}." if ctx.started_by else ""
+        # The date, as the context gives it: a resumed turn tells the model the same.
+        asked = f"\nToday is {ctx.now():%A %d %B %Y} (UTC)."
+        asked += f"\nThis turn was started by {ctx.started_by}." if ctx.started_by else ""
         if not ctx.interactive:
             asked += "\nNobody can answer questions in this turn: do not use the ask_* tools."
         return SYSTEM_PROMPT + asked
@@ -144,7 +145,7 @@ class OpenAIAgent(Agent):
                 ) from None
             if attempt == attempts or said:
                 raise AgentError(failure)
-            delay = _retry_delay(response, attempt)
+            delay = _retry_delay(response, attempt, ctx.now())
             ctx.notice(
                 "retry",
                 f"{why}; trying again in {delay:.0f} s (attempt {attempt + 1} of {attempts}).",
@@ -324,7 +325,7 @@ def _server_message(exc: openai.APIStatusError) -> str:
     return str(message or exc.message)[:300]
 
 
-def _retry_delay(response, attempt: int) -> float:
+def _retry_delay(response, attempt: int, now: datetime) -> float:
     """Seconds to wait before the next attempt: the server's ``retry-after-ms`` or
     ``Retry-After`` (seconds or a date) when it sends one, else 1, 2, 4 … seconds; at most a
     minute."""
@@ -340,7 +341,7 @@ def _retry_delay(response, attempt: int) -> float:
                 when = email.utils.parsedate_to_datetime(header)
                 if when.tzinfo is None:
                     when = when.replace(tzinfo=UTC)
-                delay = when.timestamp() - time.time()
+                delay = (when - now).total_seconds()
     except (TypeError, ValueError):
         delay = None
     if delay is None or not math.isfinite(delay):

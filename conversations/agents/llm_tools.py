@@ -1,5 +1,6 @@
 """The tools Parley gives a model: work on the workspace's files (list, read, search, write,
-rename), and ask people, one tool per question kind. Each tool's arguments are checked against
+rename), and ask people, one tool per question kind (their schemas derived from the kinds'
+definition). Each tool's arguments are checked against
 its JSON schema before it runs; a bad argument goes back to the model as the tool's error."""
 
 import os
@@ -11,6 +12,7 @@ from jsonschema import Draft202012Validator
 from core.errors import SaidToPeople
 
 from ..files import (
+    MAX_PATH_CHARS,
     MAX_TEXT_BYTES,
     Skipped,
     UnsafePath,
@@ -24,6 +26,7 @@ from ..files import (
     walk_files,
     write_text,
 )
+from ..questions import KINDS, tool_description, tool_schema
 
 # Most entries a listing returns, matches a search returns, and characters a write may hold.
 MAX_LISTED = 200
@@ -32,28 +35,7 @@ MAX_MATCHES = 100
 MAX_SKIPPED = 20
 MAX_WRITE_CHARS = 1_000_000
 
-_PATH = {"type": "string", "maxLength": 1024}
-_ADDRESSEE = {
-    "type": "string",
-    "description": "Username of the one person who should answer (else anyone who may act)",
-}
-_TIMEOUT = {
-    "type": "number",
-    "exclusiveMinimum": 0,
-    "maximum": 86400,
-    "description": "Seconds before the question expires (default: Parley's setting)",
-}
-_PROMPT = {"type": "string", "minLength": 1, "maxLength": 2000}
-_OPTION = {
-    "type": "object",
-    "properties": {
-        "label": {"type": "string", "minLength": 1},
-        "value": {"type": "string", "minLength": 1},
-        "description": {"type": "string"},
-    },
-    "required": ["label", "value"],
-    "additionalProperties": False,
-}
+_PATH = {"type": "string", "maxLength": MAX_PATH_CHARS}
 
 
 def _object(properties: dict, required: list[str]) -> dict:
@@ -98,63 +80,10 @@ FILE_TOOLS = {
     ),
 }
 
+# One tool per question kind, derived from the kinds' definition (conversations.questions).
 ASK_TOOLS = {
-    "ask_choice": (
-        "choice",
-        "Ask the team to choose among options; the answer is the chosen value (a list of "
-        "values with 'multiple'; free text with 'allow_freeform').",
-        _object(
-            {
-                "prompt": _PROMPT,
-                "options": {"type": "array", "items": _OPTION, "minItems": 1, "maxItems": 50},
-                "multiple": {"type": "boolean"},
-                "allow_freeform": {"type": "boolean"},
-                "min_choices": {"type": "integer", "minimum": 0},
-                "max_choices": {"type": "integer", "minimum": 1},
-                "addressee": _ADDRESSEE,
-                "timeout": _TIMEOUT,
-            },
-            ["prompt", "options"],
-        ),
-    ),
-    "ask_path": (
-        "path",
-        "Ask the team to pick a file or folder of the workspace; the answer is its path.",
-        _object(
-            {
-                "prompt": _PROMPT,
-                "mode": {"type": "string", "enum": ["file", "folder", "any"]},
-                "root": {**_PATH, "description": "Only inside this folder ('' for the root)"},
-                "addressee": _ADDRESSEE,
-                "timeout": _TIMEOUT,
-            },
-            ["prompt"],
-        ),
-    ),
-    "ask_text": (
-        "text",
-        "Ask the team to type an answer.",
-        _object({"prompt": _PROMPT, "addressee": _ADDRESSEE, "timeout": _TIMEOUT}, ["prompt"]),
-    ),
-    "ask_confirm": (
-        "confirm",
-        "Ask the team yes or no; the answer is true or false.",
-        _object({"prompt": _PROMPT, "addressee": _ADDRESSEE, "timeout": _TIMEOUT}, ["prompt"]),
-    ),
-    "ask_form": (
-        "form",
-        "Ask the team to fill a small form, described by a flat JSON schema (an object of "
-        "string, number, integer, boolean or enum fields); the answer is the fields' values.",
-        _object(
-            {
-                "prompt": _PROMPT,
-                "schema": {"type": "object"},
-                "addressee": _ADDRESSEE,
-                "timeout": _TIMEOUT,
-            },
-            ["prompt", "schema"],
-        ),
-    ),
+    f"ask_{kind.name}": (kind.name, tool_description(kind), tool_schema(kind))
+    for kind in KINDS.values()
 }
 
 _VALIDATORS = {name: Draft202012Validator(schema) for name, (_, schema) in FILE_TOOLS.items()}

@@ -8,6 +8,6 @@
 - ``upkeep``: process upkeep (leases renewed, turns nobody holds taken over, questions
   expired, dead processes' watchers forgotten).
 
-Services never import this package: they reach it through ``conversations.seams.turns``, which
+Services never import this package: they reach it through ``conversations.hooks.turns``, which
 the conversations app fills at start-up.
 """

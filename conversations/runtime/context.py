@@ -4,19 +4,22 @@ reporting tool calls, asking people, reading steering)."""
 import asyncio
 import inspect
 import logging
+import random
+import secrets
 from collections import deque
-from dataclasses import dataclass
-from typing import Any
+from contextlib import contextmanager
+from datetime import datetime
 
-from django.conf import settings
+from django.utils import timezone
 
 from core.dbthreads import run_db
 from core.errors import SaidToPeople
 
-from .. import seams, selectors
+from .. import selectors
 from ..events import EventType
 from ..models import Turn
 from . import failures
+from .asking import Asking
 from .journal import Journal, JournalMismatch, Replay, Step, digest
 from .writer import EventWriter
 
@@ -72,28 +75,7 @@ class ToolCall:
         return False
 
 
-@dataclass(frozen=True)
-class Answer:
-    """What became of a question.
-
-    ``status`` is ``answered`` (``value`` holds the answer: a path relative to the question's
-    root, an option's value or a list of them, text, true/false, or the form's fields),
-    ``dismissed`` (the person closed it), ``declined`` (an explicit no), ``expired``,
-    ``cancelled``, ``unavailable`` (a non-interactive turn: nobody can answer) or
-    ``limit_reached`` (the turn asked as many questions as it may).
-    """
-
-    status: str
-    value: Any = None
-    answered_by: str | None = None
-    selection_id: str | None = None
-
-    @property
-    def answered(self) -> bool:
-        return self.status == "answered"
-
-
-class TurnContext:
+class TurnContext(Asking):
     """What an agent sees of its turn, and the only way it acts.
 
     Attributes: ``input`` (the person's request), ``history`` (earlier turns: input, by, reply,
@@ -104,8 +86,8 @@ class TurnContext:
     done: see conversations.runtime.journal), ``usage`` (tokens used, see :meth:`add_usage`).
 
     Make context calls one at a time (not from tasks running side by side), and decide only on
-    what the context returns, never on the clock or on chance: that is what lets a resumed turn
-    be rebuilt from its journal.
+    what the context returns, never on the clock or on chance (ask :meth:`now` and
+    :meth:`random`): that is what lets a resumed turn be rebuilt from its journal.
     """
 
     def __init__(
@@ -146,6 +128,9 @@ class TurnContext:
         self._questions = 0
         self._workspace_id = turn.conversation.workspace_id
         self._background: set[asyncio.Task] = set()
+        # Inside a step's or a tool's function (run live only: its outcome is what is recorded).
+        self._live_only = 0
+        self._random: random.Random | None = None
         # Why a tool call cut short was cut short (set when the process hands the turn back).
         self.interruption = "Stopped before it finished."
         self._journal = journal
@@ -284,10 +269,11 @@ class TurnContext:
             return recorded.outcome["result"]
         self._tool_started(call_id, name, arguments)
         try:
-            if inspect.iscoroutinefunction(fn):
-                result = await fn()
-            else:
-                result = await asyncio.to_thread(fn)
+            with self._running_live():
+                if inspect.iscoroutinefunction(fn):
+                    result = await fn()
+                else:
+                    result = await asyncio.to_thread(fn)
         except asyncio.CancelledError:
             self._tool_interrupted(call_id, name)
             raise
@@ -324,7 +310,8 @@ class TurnContext:
         recorded = self._replay_step("step", name, arguments)
         if recorded is not None:
             return recorded.outcome["value"]
-        value = await fn() if inspect.iscoroutinefunction(fn) else await asyncio.to_thread(fn)
+        with self._running_live():
+            value = await fn() if inspect.iscoroutinefunction(fn) else await asyncio.to_thread(fn)
         self._writer.emit_step(self._new_step("step", name, arguments, said, {"value": value}))
         await self._writer.throttle()
         return value
@@ -347,11 +334,57 @@ class TurnContext:
             chars = recorded.outcome["chars"]
             await self.say(self._journal.text[said : said + chars])
             return recorded.outcome["value"]
-        value = await fn(self.say)
+        with self._running_live():
+            value = await fn(self.say)
         outcome = {"value": value, "chars": self._said - said}
         self._writer.emit_step(self._new_step("step", name, arguments, said, outcome))
         await self._writer.throttle()
         return value
+
+    # Time and chance -------------------------------------------------------------------------
+
+    @contextmanager
+    def _running_live(self):
+        self._live_only += 1
+        try:
+            yield
+        finally:
+            self._live_only -= 1
+
+    def now(self) -> datetime:
+        """The current time (aware, in UTC), the same on replay: recorded in the journal when it
+        is first read, and handed back when a resumed turn reads it again (as Temporal's
+        ``workflow.now()``). Inside the function of a step or a tool, which runs live only (its
+        outcome is what is recorded), it is the clock's, unrecorded."""
+        if self._live_only:
+            return timezone.now()
+        self._check()
+        recorded = self._replay_step("clock", "now", {})
+        if recorded is not None:
+            return datetime.fromisoformat(recorded.outcome["value"])
+        value = timezone.now()
+        outcome = {"value": value.isoformat()}
+        self._writer.emit_step(self._new_step("clock", "now", {}, self._said, outcome))
+        return value
+
+    def random(self) -> random.Random:
+        """The turn's random number generator, the same on replay: its seed is recorded in the
+        journal when it is first asked for, so a resumed turn that draws in the same order draws
+        the same numbers (as Temporal's ``workflow.random()``). Inside the function of a step
+        or a tool, a generator of its own, unrecorded."""
+        if self._live_only:
+            return random.Random(secrets.randbits(64))
+        if self._random is None:
+            self._check()
+            recorded = self._replay_step("seed", "random", {})
+            if recorded is not None:
+                seed = recorded.outcome["value"]
+            else:
+                seed = secrets.randbits(63)
+                outcome = {"value": seed}
+                self._writer.emit_step(self._new_step("seed", "random", {}, self._said, outcome))
+            self._random = random.Random(seed)
+        return self._random
 
     # Notices and usage -----------------------------------------------------------------------
 
@@ -409,164 +442,3 @@ class TurnContext:
         self._steering_seen.add(seq)
         self._steering.append((seq, text))
         return True
-
-    # Questions -------------------------------------------------------------------------------
-
-    async def ask(
-        self,
-        kind: str,
-        prompt: str,
-        *,
-        options: list | None = None,
-        multiple: bool = False,
-        allow_freeform: bool = False,
-        min_choices: int | None = None,
-        max_choices: int | None = None,
-        mode: str | None = None,
-        root: str = "",
-        schema: dict | None = None,
-        addressee: str | None = None,
-        timeout: float | None = None,
-        selection_id: str | None = None,
-        escalate: bool | None = None,
-    ) -> Answer:
-        """Ask a person something and wait for the answer, holding no thread.
-
-        ``kind`` is ``path`` (``mode`` file, folder or any, inside ``root``), ``choice``
-        (``options`` of label, value and description; ``multiple``; ``allow_freeform``),
-        ``text``, ``confirm`` or ``form`` (a flat JSON ``schema``). ``addressee`` (a username)
-        lets only that person, or an owner, answer. ``timeout`` overrides the default expiry.
-        ``escalate`` says whether the workspace's owners are called on if it is still waiting
-        near its end (None: ``PARLEY_ESCALATE_QUESTIONS`` decides).
-        ``selection_id`` stores the question under an id the caller made beforehand (with
-        ``selection.models.new_selection_id``), to find it again from elsewhere.
-        Returns an Answer; only Stop interrupts the wait (by cancelling the agent).
-        Raises ValueError for a malformed question.
-        """
-        self._check()
-        if not self.interactive:
-            return Answer(status="unavailable")
-        if self._questions >= settings.PARLEY_MAX_QUESTIONS_PER_TURN:
-            return Answer(status="limit_reached")
-        questions = seams.questions.get()
-        said, asked = self._said, {"prompt": prompt}
-        recorded = self._replay_step("ask", kind, asked)
-        if recorded is not None and "error" in recorded.outcome:
-            raise ValueError(recorded.outcome["error"])
-        if recorded is not None:
-            # Asked before the turn was resumed: its answer is stored, or is still to come.
-            await self.end_message()
-            self._questions += 1
-            outcome = await questions.wait_again(
-                recorded.outcome["selection"], turn_id=self.turn_id, releasable=self._releasable
-            )
-        else:
-            try:
-                question = await questions.prepare(
-                    workspace_id=self._workspace_id,
-                    files_root=self.files_root,
-                    addressee=addressee,
-                    kind=kind,
-                    prompt=prompt,
-                    options=options,
-                    multiple=multiple,
-                    allow_freeform=allow_freeform,
-                    min_choices=min_choices,
-                    max_choices=max_choices,
-                    mode=mode,
-                    root=root,
-                    schema=schema,
-                )
-            except ValueError as exc:
-                # Refused before it was asked: journaled too, so a resumed turn is refused again.
-                self._writer.emit_step(
-                    self._new_step("ask", kind, asked, said, {"error": str(exc)})
-                )
-                raise
-            # Everything said so far is stored before the question, so it reads in order.
-            await self.end_message()
-            await self._writer.drain()
-            self._questions += 1
-            outcome = await questions.ask(
-                question,
-                turn_id=self.turn_id,
-                ordinal=self._questions,
-                timeout=timeout or settings.PARLEY_SELECTION_TIMEOUT_SECONDS,
-                step=self._new_step("ask", kind, asked, said, {}),
-                releasable=self._releasable,
-                selection_id=selection_id,
-                escalate=escalate,
-            )
-        self._catch_up_on_steering()
-        return Answer(
-            status=outcome["status"],
-            value=outcome["answer"],
-            answered_by=outcome["answered_by"],
-            selection_id=outcome["selection"],
-        )
-
-    async def settle_outstanding(self) -> list[Answer]:
-        """For an agent driven from outside its process (see external.agent), which cannot run
-        again what it had done when its turn is resumed: stop replaying where the turn stands,
-        and wait (holding no thread) until every question it had asked is settled. Returns
-        what became of each, in the order they were asked."""
-        journal = self._journal
-        if self._replay is not None:
-            self._go_live()
-        if journal is None:
-            return []
-        questions = seams.questions.get()
-        answers = []
-        for step in journal.steps:
-            if step.kind != "ask" or "selection" not in step.outcome:
-                continue
-            outcome = await questions.wait_again(
-                step.outcome["selection"], turn_id=self.turn_id, releasable=False
-            )
-            answers.append(
-                Answer(
-                    status=outcome["status"],
-                    value=outcome["answer"],
-                    answered_by=outcome["answered_by"],
-                    selection_id=outcome["selection"],
-                )
-            )
-        return answers
-
-    def _catch_up_on_steering(self) -> None:
-        """Read steering sent while the turn waited, in case a wake-up was lost on the way;
-        beside the agent, which goes on at once (what is read reaches it at a later step)."""
-
-        async def read():
-            try:
-                rows = await run_db(selectors.steering_after, turn_id=self.turn_id, after_seq=0)
-            except Exception:
-                # The runner's periodic catch-up reads it later.
-                logger.warning("Could not read the steering of turn %s", self.turn_id)
-                return
-            for seq, text in rows:
-                self._receive_steering(seq, text)
-
-        task = asyncio.get_running_loop().create_task(read())
-        self._background.add(task)
-        task.add_done_callback(self._background.discard)
-
-    async def select_path(self, prompt: str, *, mode: str = "file", root: str = "", **kw) -> Answer:
-        """Ask for a file (or a ``folder``, or ``any``) inside ``root``."""
-        return await self.ask("path", prompt, mode=mode, root=root, **kw)
-
-    async def choose(self, prompt: str, options: list, **kw) -> Answer:
-        """Ask to choose among ``options`` (``multiple=True`` for several)."""
-        return await self.ask("choice", prompt, options=options, **kw)
-
-    async def text(self, prompt: str, **kw) -> Answer:
-        """Ask for a typed answer."""
-        return await self.ask("text", prompt, **kw)
-
-    async def confirm(self, prompt: str, **kw) -> Answer:
-        """Ask yes or no; the answer's value is True or False."""
-        return await self.ask("confirm", prompt, **kw)
-
-    async def form(self, prompt: str, schema: dict, **kw) -> Answer:
-        """Ask for a small form described by a flat JSON schema."""
-        return await self.ask("form", prompt, schema=schema, **kw)

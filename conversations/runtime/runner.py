@@ -18,7 +18,7 @@ from core.dbthreads import run_db, run_db_retrying
 from core.errors import ApplicationError
 from core.process import process_id, server_loop
 
-from .. import seams, selectors, services
+from .. import selectors, services
 from ..agents import load_agent
 from ..events import EventType
 from ..metrics import TURNS_RESUMED, TURNS_RUNNING, WAKEUPS_RECOVERED
@@ -27,6 +27,7 @@ from . import failures
 from .context import TurnContext
 from .inbox import Inboxes
 from .journal import Journal
+from .parking import parking
 from .writer import EventWriter
 
 logger = logging.getLogger(__name__)
@@ -77,12 +78,12 @@ class RunningTurn:
         elif kind == "turn.steer" and self.context is not None:
             self.context._receive_steering(message["seq"], message["input"])
         elif kind == "selection.wake":
-            seams.questions.get().wake(message["id"], message.get("outcome"))
+            parking.wake(message["id"], message.get("outcome"))
 
 
 class TurnRunner:
     """Starts turns in this process and keeps track of them until they end. It is what services
-    reach through ``seams.turns``."""
+    reach through ``hooks.turns``."""
 
     def __init__(self):
         self._running: dict[str, RunningTurn] = {}

@@ -12,7 +12,7 @@ from django.conf import settings
 from core.dbthreads import is_transient, run_db
 from core.process import layer_is_shared, process_id
 
-from .. import revocation, seams, services
+from .. import hooks, revocation, services
 from ..agents import agent_is_resumable
 from .runner import TurnRunner
 
@@ -56,7 +56,7 @@ class Upkeep:
                 reap = reap_foreign or now >= reap_from
                 if reap:
                     await self._take_over(any_owner=reap_foreign)
-                await run_db(seams.questions.get().upkeep)
+                await run_db(hooks.questions.get().upkeep)
                 await run_db(
                     services.watchers_upkeep,
                     process=process_id(),

@@ -19,7 +19,7 @@ from django.utils import timezone
 from core.errors import ApplicationError
 from core.process import process_id, server_loop
 
-from .. import seams
+from .. import hooks
 from ..models import Turn
 
 
@@ -113,11 +113,11 @@ def turn_wake(*, turn: Turn, message: dict, resume: bool = True) -> bool:
             return False
         previous = _turn_hold(turn)
         resume_here = partial(
-            seams.turns.get().resume, turn.pk, "question_settled", held_from=previous
+            hooks.turns.get().resume, turn.pk, "question_settled", held_from=previous
         )
         transaction.on_commit(resume_here)
     elif turn.inbox:
-        transaction.on_commit(partial(seams.turns.get().notify, turn.inbox, message))
+        transaction.on_commit(partial(hooks.turns.get().notify, turn.inbox, message))
     return True
 
 

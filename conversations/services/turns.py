@@ -17,7 +17,7 @@ from core.errors import ApplicationError
 from core.people import person
 from core.process import process_id, server_loop
 
-from .. import seams
+from .. import hooks
 from ..events import Frame
 from ..models import Conversation, Turn, TurnEvent
 from ..notices import people_notify
@@ -99,7 +99,7 @@ def turn_start(
                 events=[(TurnEvent.Type.TURN_STARTED, data)],
             )
             if here:
-                transaction.on_commit(partial(seams.turns.get().launch, turn.pk))
+                transaction.on_commit(partial(hooks.turns.get().launch, turn.pk))
     except IntegrityError:
         # The partial unique constraint caught a start that raced ours.
         raise _turn_in_progress(conversation.pk) from None
@@ -227,7 +227,7 @@ def turn_finish(
         turn.ended_at = now
         turn.save(update_fields=["status", "error", "failure_detail", "ended_at"])
         # Every question the turn asked gets its selection.resolved before the turn ends.
-        frames = seams.questions.get().close_for_turn(turn=turn)
+        frames = hooks.questions.get().close_for_turn(turn=turn)
         if status == Turn.Status.FAILED:
             data = {"error": error}
         elif status == Turn.Status.CANCELLED:

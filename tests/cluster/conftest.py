@@ -1,5 +1,5 @@
 """Several real Daphne processes sharing PostgreSQL and a Redis channel layer, as the README's
-"Scaling out" recommends. These tests run in `make test`'s PostgreSQL pass, where ops.services
+"Scaling out" recommends. These tests run in `make test`'s PostgreSQL pass, where ops.servers
 started both servers for the run (PARLEY_TEST_REDIS_URL, PARLEY_TEST_PGDATA)."""
 
 import os
@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from django.db import connection
 
-from ops.services import Postgres, Redis
+from ops.servers import Postgres, Redis
 from tests.conftest import LiveServer
 
 # Short enough that a dead process's turns are reaped within a test, long enough that a loaded
@@ -48,7 +48,7 @@ def own_redis(tmp_path) -> Redis:
 def postgres(transactional_db) -> Postgres:
     """The run's PostgreSQL (the test database lives there), which a test may restart."""
     data, port = Path(os.environ["PARLEY_TEST_PGDATA"]), int(os.environ["PARLEY_TEST_PGPORT"])
-    yield Postgres(data, port, durable=False)  # as ops.services started it
+    yield Postgres(data, port, durable=False)  # as ops.servers started it
     # This test's own connection died with a restart: the next query opens a new one.
     connection.close()
 

@@ -16,7 +16,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from ops.services import free_port
+from ops.servers import free_port
 from tests.conftest import ROOT
 
 pytestmark = pytest.mark.cluster

@@ -13,7 +13,7 @@ from django.utils import timezone
 from prometheus_client.parser import text_string_to_metric_families
 
 from conversations.models import Turn
-from ops.services import free_port
+from ops.servers import free_port
 from tests.conftest import LiveServer, receive_json, wait_for_turn_end
 
 STATUSES = ["queued", "running", "awaiting_input", "completed", "failed", "cancelled"]

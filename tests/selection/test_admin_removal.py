@@ -9,7 +9,7 @@ from contextlib import closing
 import pytest
 from django.contrib.admin.utils import quote
 
-from selection.hooks import TurnQuestions
+from conversations.runtime.parking import parking
 from selection.models import Selection
 from tests.conftest import all_events, wait_for_turn_end
 from tests.selection.test_admin_live import (
@@ -104,7 +104,7 @@ async def test_a_resumed_turn_whose_question_is_gone_takes_it_as_cancelled(caplo
     # What a resumed turn does for a question it had asked before (see TurnContext.ask).
     with caplog.at_level(logging.WARNING, logger="selection.selectors"):
         outcome = await asyncio.wait_for(
-            TurnQuestions().wait_again("s_gone", turn_id="t_gone", releasable=False), timeout=10
+            parking.wait_again("s_gone", turn_id="t_gone", releasable=False), timeout=10
         )
     assert outcome == {
         "selection": "s_gone",

@@ -6,9 +6,9 @@ import threading
 
 import pytest
 
+from conversations.runtime.parking import parking
 from conversations.runtime.runner import turn_runner
 from selection.models import Selection
-from selection.parking import parking
 from tests.conversations.test_consumer import communicator, events_until_terminal
 
 pytestmark = pytest.mark.django_db(transaction=True)

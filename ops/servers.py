@@ -3,7 +3,7 @@
 Each server lives in a folder of its own and listens on 127.0.0.1 only, on a free port. PostgreSQL
 refuses to run as root, so when we are root it runs as ``nobody``, which then owns its folder.
 
-As a command, ``python -m ops.services -- CMD...`` starts both in a temporary folder, runs CMD
+As a command, ``python -m ops.servers -- CMD...`` starts both in a temporary folder, runs CMD
 with ``DATABASE_URL`` and ``PARLEY_TEST_REDIS_URL`` pointing at them (and ``PARLEY_TEST_PGDATA``
 and ``PARLEY_TEST_PGPORT``, so that a test can restart PostgreSQL), then stops them and removes the
 folder: this is how `make test` runs the suite on PostgreSQL and the multi-process suite.
@@ -239,7 +239,7 @@ def main(argv: list[str]) -> int:
     if "--" in argv:
         argv = argv[argv.index("--") + 1 :]
     if not argv:
-        print("usage: python -m ops.services -- COMMAND [ARGS...]", file=sys.stderr)
+        print("usage: python -m ops.servers -- COMMAND [ARGS...]", file=sys.stderr)
         return 2
     root = scratch_folder("parley-services-")
     postgres = Postgres(root / "postgres", durable=False)

@@ -5,20 +5,24 @@ re-reads every parked question in a single query now and then, so a wake-up lost
 layer delays a turn by seconds at most and a thousand parked turns cost one query, not a
 thousand; a question whose row is gone is found so too, and taken as cancelled. A turn parked
 for longer than PARLEY_RELEASE_PARKED_AFTER_SECONDS lets go of its process's memory altogether:
-whoever settles its question resumes it from its journal."""
+whoever settles its question resumes it from its journal.
+
+The questions themselves are the selection app's: they are stored and read through
+``conversations.hooks.questions``."""
 
 import asyncio
 import logging
+from collections.abc import Callable
 from contextlib import contextmanager
 
 from django.conf import settings
 
-from conversations.metrics import QUESTIONS_PARKED, TURNS_RELEASED, WAKEUPS_RECOVERED
-from conversations.services import TurnReleased, turn_release
 from core.dbthreads import run_db, run_db_retrying
 from core.process import process_id
 
-from . import selectors
+from .. import hooks
+from ..metrics import QUESTIONS_PARKED, TURNS_RELEASED, WAKEUPS_RECOVERED
+from ..services import TurnReleased, turn_release
 
 logger = logging.getLogger(__name__)
 
@@ -37,6 +41,8 @@ class _Spot:
 
 
 class Parking:
+    """The turns of this process parked on a question."""
+
     def __init__(self):
         self._waiting: dict[str, _Spot] = {}
         self._poller: asyncio.Task | None = None
@@ -86,9 +92,30 @@ class Parking:
             spot.event.clear()
             if spot.outcome is not None:
                 return spot.outcome
-            outcome = await run_db_retrying(selectors.settled_outcome, selection_id=selection_id)
+            outcome = await run_db_retrying(hooks.questions.get().outcome, selection_id)
             if outcome is not None:
                 return outcome
+
+    async def ask(
+        self, selection_id: str, store: Callable[[], object], *, turn_id: str, releasable: bool
+    ) -> dict:
+        """Store a question (``store``, in a database thread) and wait for its outcome (see
+        :meth:`wait`), ready for its wake-up from before it is stored: someone may answer the
+        moment ``selection.requested`` is published. Returns ``{"selection", "status",
+        "answer", "answered_by"}``."""
+        with self.expecting(selection_id):
+            await run_db_retrying(store)
+            outcome = await self.wait(selection_id, turn_id=turn_id, releasable=releasable)
+        return {"selection": selection_id, **outcome}
+
+    async def wait_again(self, selection_id: str, *, turn_id: str, releasable: bool) -> dict:
+        """For a resumed turn: the outcome of a question it had asked (as :meth:`ask` returns
+        it), waiting for it if it is still pending."""
+        with self.expecting(selection_id):
+            outcome = await run_db_retrying(hooks.questions.get().outcome, selection_id)
+            if outcome is None:
+                outcome = await self.wait(selection_id, turn_id=turn_id, releasable=releasable)
+        return {"selection": selection_id, **outcome}
 
     def _ensure_poller(self) -> None:
         loop = asyncio.get_running_loop()
@@ -101,7 +128,7 @@ class Parking:
             # Before it is stored, a question is missing only because its row is not committed.
             stored = [selection_id for selection_id, spot in self._waiting.items() if spot.stored]
             try:
-                settled = await run_db(selectors.settled_selection_ids, ids=stored)
+                settled = await run_db(hooks.questions.get().settled, stored)
             except Exception:
                 # The database is away (a restart): the turns wait on, and so does the poller.
                 logger.warning("Could not read the parked questions; trying again", exc_info=True)

@@ -1,0 +1,185 @@
+"""The REST API for a conversation's events: a page of them, a turn-by-turn history, and the
+tail as Server-Sent Events."""
+
+from drf_spectacular.utils import (
+    OpenApiParameter,
+    extend_schema,
+    extend_schema_serializer,
+)
+from rest_framework import serializers
+from rest_framework.renderers import JSONRenderer
+from rest_framework.response import Response
+
+from core.api import (
+    PooledApiView,
+    error_responses,
+)
+from core.errors import ApplicationError
+
+from .. import selectors
+from ..access import conversation_access
+from ..events import check_seq_within, parse_seq
+from ..sse import tail_response
+from .common import (
+    MAX_EVENTS_PAGE,
+    EventSerializer,
+    query_count,
+    query_seq,
+    whole_number,
+)
+
+
+class ConversationEventsApi(PooledApiView):
+    @extend_schema_serializer(component_name="EventsPage")
+    class OutputSerializer(serializers.Serializer):
+        events = EventSerializer(many=True)
+        latest_seq = serializers.IntegerField()
+        next_after_seq = serializers.IntegerField()
+        has_more = serializers.BooleanField()
+
+    @extend_schema(
+        parameters=[
+            OpenApiParameter(
+                "after_seq", whole_number(), description="Events with a greater seq (default 0)"
+            ),
+            OpenApiParameter(
+                "limit",
+                whole_number(1, MAX_EVENTS_PAGE),
+                description=f"At most this many (1-{MAX_EVENTS_PAGE}, default 100)",
+            ),
+        ],
+        responses={200: OutputSerializer, **error_responses(400, 404)},
+        summary="A page of a conversation's events, in seq order",
+    )
+    def get(self, request, conversation_id):
+        conversation, _ = conversation_access(user=request.user, conversation_id=conversation_id)
+        after_seq = query_seq(request, "after_seq")
+        check_seq_within(after_seq, conversation.last_seq, "after_seq")
+        limit = query_count(request, "limit", 100, MAX_EVENTS_PAGE)
+        events = selectors.events_page(
+            conversation_id=conversation.pk, after_seq=after_seq, limit=limit
+        )
+        next_after = events[-1].seq if events else after_seq
+        body = {
+            "events": events,
+            "latest_seq": conversation.last_seq,
+            "next_after_seq": next_after,
+            "has_more": next_after < conversation.last_seq,
+        }
+        return Response(self.OutputSerializer(body).data)
+
+
+MAX_HISTORY_TURNS = 100
+MAX_HISTORY_EVENTS = 10_000
+
+
+class ConversationHistoryApi(PooledApiView):
+    @extend_schema_serializer(component_name="HistoryPage")
+    class OutputSerializer(serializers.Serializer):
+        events = EventSerializer(many=True)
+        latest_seq = serializers.IntegerField(help_text="The conversation's, to go on from live")
+        first_turn = serializers.CharField(
+            allow_null=True, help_text="The earliest turn given: `before_turn` for the next page"
+        )
+        has_earlier = serializers.BooleanField()
+
+    @extend_schema(
+        parameters=[
+            OpenApiParameter(
+                "turns",
+                whole_number(1, MAX_HISTORY_TURNS),
+                description=f"How many turns (1-{MAX_HISTORY_TURNS}, default 20)",
+            ),
+            OpenApiParameter(
+                "events",
+                whole_number(1, MAX_HISTORY_EVENTS),
+                description=f"About how many events at most (1-{MAX_HISTORY_EVENTS}, default "
+                f"{MAX_EVENTS_PAGE}): fewer turns when they are long, but always one",
+            ),
+            OpenApiParameter("before_turn", str, description="Turns before this one"),
+        ],
+        responses={200: OutputSerializer, **error_responses(400, 404)},
+        summary="The latest turns, whole, the newest last (a page reads history backwards)",
+        description="Every event of each turn in seq order, except the text deltas of turns "
+        "that ended (their `message.completed` carries the whole text).",
+    )
+    def get(self, request, conversation_id):
+        conversation, _ = conversation_access(user=request.user, conversation_id=conversation_id)
+        turns = query_count(request, "turns", 20, MAX_HISTORY_TURNS)
+        before_turn = None
+        if (before := request.query_params.get("before_turn")) is not None:
+            before_turn = selectors.turn_of(conversation_id=conversation.pk, turn_id=before)
+            if before_turn is None:
+                raise ApplicationError(
+                    "invalid_before_turn", "before_turn: no such turn in this conversation."
+                )
+        events = query_count(request, "events", MAX_EVENTS_PAGE, MAX_HISTORY_EVENTS)
+        page = selectors.history_page(
+            conversation=conversation, turns=turns, events=events, before_turn=before_turn
+        )
+        body = {
+            "events": page.events,
+            "latest_seq": page.latest_seq,
+            "first_turn": page.first_turn,
+            "has_earlier": page.has_earlier,
+        }
+        return Response(self.OutputSerializer(body).data)
+
+
+class TailEventSerializer(serializers.Serializer):
+    """One event of the stream: a stored event (its envelope), or `done` at the end."""
+
+    id = serializers.CharField(required=False, help_text="The event's seq (none on `done`)")
+    event = serializers.ChoiceField(
+        choices=["message", "done"], help_text="`done` last, once the stream ends"
+    )
+    data = serializers.CharField(
+        help_text='The event\'s envelope as JSON; on `done`, {"latest_seq": N}'
+    )
+
+
+class ConversationTailApi(PooledApiView):
+    renderer_classes = [JSONRenderer]
+
+    @extend_schema(
+        parameters=[
+            OpenApiParameter(
+                "from_seq", whole_number(), description="Replay events after this seq"
+            ),
+            OpenApiParameter(
+                "Last-Event-ID",
+                whole_number(),
+                location=OpenApiParameter.HEADER,
+                description="Sent by reconnecting EventSource clients; wins over from_seq",
+            ),
+        ],
+        responses={
+            (200, "text/event-stream"): TailEventSerializer,
+            **{
+                (status, "application/json"): body
+                for status, body in error_responses(400, 404).items()
+            },
+        },
+        summary="Tail a conversation as Server-Sent Events",
+        description=(
+            "Every event with seq > from_seq, then live events until the turn that was active "
+            "when you connected ends, then an `event: done`. Each frame carries `id: <seq>`; "
+            "a `: keep-alive` comment comes every 15 s."
+        ),
+    )
+    def get(self, request, conversation_id):
+        conversation, membership = conversation_access(
+            user=request.user, conversation_id=conversation_id
+        )
+        # Both are checked: a bad from_seq is refused even beside a Last-Event-ID, which wins.
+        after_seq = query_seq(request, "from_seq")
+        if (last_event_id := request.headers.get("Last-Event-ID")) is not None:
+            after_seq = parse_seq(last_event_id, "Last-Event-ID")
+        check_seq_within(after_seq, conversation.last_seq)
+        return tail_response(conversation, after_seq=after_seq, membership=membership)
+
+    def perform_content_negotiation(self, request, force=False):
+        # Errors are JSON whatever the client accepts (an EventSource accepts only
+        # text/event-stream); success is the event stream itself, not a rendered body.
+        renderer = JSONRenderer()
+        return renderer, renderer.media_type
