@@ -12,7 +12,7 @@ import errno
 import os
 import stat
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path, PurePosixPath
 
 MAX_PATH_CHARS = 1024
@@ -255,8 +255,7 @@ class Entry:
     kind: str  # "file" or "folder"
     size: int | None
 
-    def as_dict(self) -> dict:
-        return {"name": self.name, "path": self.path, "kind": self.kind, "size": self.size}
+    as_dict = asdict
 
 
 @dataclass(frozen=True)
@@ -267,8 +266,7 @@ class Skipped:
     path: str
     problem: str
 
-    def as_dict(self) -> dict:
-        return {"name": self.name, "path": self.path, "problem": self.problem}
+    as_dict = asdict
 
 
 @dataclass
@@ -353,8 +351,7 @@ def list_folder(root: Path, relative: str = "", *, include_hidden: bool = False)
 
 @dataclass(frozen=True)
 class WalkedFile:
-    """A regular file found by walk_files: where it is (relative), its real path, its size, and
-    when it last changed (a POSIX timestamp)."""
+    """A regular file walk_files found: its path (relative), real path, size and mtime."""
 
     path: str
     real: Path

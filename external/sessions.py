@@ -4,7 +4,7 @@ external.agent); and what to tell an outside agent whose turn the team stopped."
 import asyncio
 
 from conversations.access import conversation_access, workspace_access
-from conversations.models import Membership, Turn
+from conversations.models import Membership, Turn, new_turn_id
 from conversations.services import conversation_create, turn_start
 from core.dbthreads import run_db
 from core.errors import ApplicationError
@@ -61,15 +61,22 @@ class Session:
         async with self._binding:
             conversation = await self.conversation_for(arguments)
             if self.link is None:
-                turn, _frame = await run_db(
-                    turn_start,
-                    conversation=conversation,
-                    user=self.user,
-                    input=f"{self.client} is working here through MCP.",
-                    agent="external",
-                )
-                self.turn_id = turn.pk
-                self.link = link_open(turn.pk)
+                # The link is open before the turn starts: its agent, launched the moment the
+                # turn is committed, finds it there.
+                link = link_open(new_turn_id())
+                try:
+                    await run_db(
+                        turn_start,
+                        conversation=conversation,
+                        user=self.user,
+                        input=f"{self.client} is working here through MCP.",
+                        agent="external",
+                        turn_id=link.turn_id,
+                    )
+                except BaseException:
+                    link.close()
+                    raise
+                self.turn_id, self.link = link.turn_id, link
             if self.link.ended.is_set():
                 raise LinkEnded(self.turn_id)
             return self.link

@@ -42,7 +42,8 @@ class ScriptedAgent(Agent):
     and says it, or says an empty list when the time is up; ``{"tool": name}`` runs a tool
     with ``ctx.call_tool`` that notes each run in the workspace's ``tool-runs.log`` (with
     ``"hold": true`` its first run never ends: a test stops the process in the middle of it);
-    ``{"history": true}`` says ``ctx.history``.
+    ``{"history": true}`` says ``ctx.history``; ``{"now": true}`` says ``ctx.now()`` and
+    ``{"random": n}`` says n numbers drawn from ``ctx.random()``.
     It can be resumed (its sleeps are skipped while it replays).
     """
 
@@ -63,6 +64,11 @@ class ScriptedAgent(Agent):
                 await ctx.say(json.dumps({"steering": ctx.steering()}))
             elif "history" in step:
                 await ctx.say(json.dumps({"history": ctx.history}))
+            elif "now" in step:
+                await ctx.say(json.dumps({"now": ctx.now().isoformat()}))
+            elif "random" in step:
+                drawn = [ctx.random().random() for _ in range(step["random"])]
+                await ctx.say(json.dumps({"random": drawn}))
             elif "await_steering" in step:
                 await ctx.say(json.dumps({"steering": await _next_steering(ctx, step)}))
             elif "tool" in step:

@@ -282,3 +282,93 @@ def test_only_ownership_names_a_lease():
         and ".migrations." not in module
     )
     assert naming == []
+
+
+# One definition of each question kind -----------------------------------------------------------
+
+# What a JSON schema says of a value that OpenAPI can say too.
+CONSTRAINTS = ("type", "enum", "minLength", "maxLength", "minimum", "maximum", "maxItems")
+
+
+def _constraints(schema: dict) -> dict:
+    return {key: schema[key] for key in CONSTRAINTS if key in schema}
+
+
+def _openapi_property(components: dict, prop: dict) -> dict:
+    """A property of the OpenAPI schema with its enum references resolved (nullability aside)."""
+    prop = {key: value for key, value in prop.items() if key not in ("nullable", "description")}
+    refs = [prop.pop("$ref")] if "$ref" in prop else [p["$ref"] for p in prop.pop("oneOf", [])]
+    for ref in refs:
+        name = ref.rsplit("/", 1)[1]
+        if name != "NullEnum":
+            prop.update(_constraints(components[name]))
+    return prop
+
+
+def test_the_derived_question_schemas_equal_the_definition():
+    from drf_spectacular.generators import SchemaGenerator
+
+    from conversations.agents.llm_tools import ASK_TOOLS
+    from conversations.questions import COMMON, FIELDS, KINDS, MODES, OPTION, PROMPT
+    from external.tools import ASK
+    from selection.models import Selection
+
+    # The model's tools: one per kind, its prompt, its own fields and the common ones.
+    assert set(ASK_TOOLS) == {f"ask_{name}" for name in KINDS}
+    for name, kind in KINDS.items():
+        tool_kind, description, schema = ASK_TOOLS[f"ask_{name}"]
+        fields = (PROMPT, *kind.fields, *COMMON)
+        assert tool_kind == name and kind.asks in description and kind.answer in description
+        assert schema["properties"] == {field.name: field.json_schema() for field in fields}
+        assert schema["required"] == [field.name for field in fields if field.required]
+        assert schema["additionalProperties"] is False
+    # MCP's ask: every kind's fields at once, the kind named among the kinds.
+    properties = ASK.inputSchema["properties"]
+    assert properties["kind"]["enum"] == list(KINDS)
+    assert {key: properties[key] for key in (PROMPT.name, *FIELDS)} == {
+        field.name: field.json_schema() for field in (PROMPT, *FIELDS.values())
+    }
+    assert set(properties) == {"kind", PROMPT.name, *FIELDS, "conversation", "workspace"}
+    assert ASK.inputSchema["required"] == ["kind", "prompt"]
+    assert FIELDS["options"].schema["items"] == OPTION
+    assert "value" not in OPTION["required"]  # an option's value defaults to its label
+    # The model's names for the kinds and a path's modes.
+    assert Selection.Kind.choices == [(name, kind.label) for name, kind in KINDS.items()]
+    assert Selection.Mode.choices == list(MODES.items())
+    # The API's schema of a question.
+    components = SchemaGenerator().get_schema(request=None, public=True)["components"]["schemas"]
+    shown = components["Selection"]["properties"]
+    assert _openapi_property(components, shown["kind"]) == {"type": "string", "enum": list(KINDS)}
+    assert _openapi_property(components, shown["prompt"]) == _constraints(PROMPT.schema)
+    for name in ("multiple", "allow_freeform", "min_choices", "max_choices", "mode", "root"):
+        assert _openapi_property(components, shown[name]) == _constraints(FIELDS[name].schema)
+    # Every kind has its options (an empty list but a choice's): their items as defined.
+    options = _openapi_property(components, shown["options"])
+    assert options["maxItems"] == FIELDS["options"].schema["maxItems"]
+    option = components[options["items"]["$ref"].rsplit("/", 1)[1]]
+    assert option["required"] == OPTION["required"]
+    assert {key: _constraints(value) for key, value in option["properties"].items()} == {
+        key: _constraints(value) for key, value in OPTION["properties"].items()
+    }
+
+
+# A short read each ------------------------------------------------------------------------------
+
+
+def test_every_module_is_a_short_read_and_conversations_holds_one_app():
+    long = sorted(
+        f"{module} ({lines} lines)"
+        for module, path in project_modules().items()
+        if not module.startswith("config")
+        and ".migrations." not in module
+        and (lines := len(path.read_text().splitlines())) > 500
+    )
+    assert long == []
+    # conversations/ holds its app's modules and packages (services/, runtime/, agents/, apis/,
+    # management/), not several apps' worth.
+    entries = [
+        path.name
+        for path in (ROOT / "conversations").iterdir()
+        if (path.suffix == ".py" or (path / "__init__.py").exists()) and path.name != "migrations"
+    ]
+    assert len(entries) <= 25, sorted(entries)

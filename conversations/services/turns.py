@@ -60,10 +60,13 @@ def turn_start(
     interactive: bool = True,
     confirm_writes: bool = True,
     agent: str = "",
+    turn_id: str | None = None,
 ) -> tuple[Turn, Frame]:
     """Start a turn and return it with its ``turn.started`` frame. ``confirm_writes`` false
     lets its agent write and rename files without asking first. ``agent`` names an agent of
-    PARLEY_TURN_AGENTS to run it instead of the conversation's (an outside agent's turn).
+    PARLEY_TURN_AGENTS to run it instead of the conversation's (an outside agent's turn);
+    ``turn_id``, an id made beforehand (with models.new_turn_id), for what must be ready to serve
+    the turn before it starts.
 
     The turn and its first event are committed before this returns, so the turn can be tailed
     the moment its id is known; the runner starts once the transaction commits.
@@ -80,6 +83,7 @@ def turn_start(
             # (their upkeep claims turns nobody holds), or to itself once restarted.
             here = {} if server_loop.draining else holding(process_id())
             turn = Turn.objects.create(
+                **({"id": turn_id} if turn_id else {}),
                 conversation=conversation,
                 input=text,
                 started_by=user,
