@@ -9,7 +9,7 @@ from playwright.sync_api import expect
 
 from conversations.models import Membership
 from tests.browser.conftest import screenshot
-from tests.selection.test_admin_live import admin_of, message_after, post_form
+from tests.helpers import admin_of, message_after, post_form
 
 pytestmark = pytest.mark.browser
 

@@ -11,14 +11,9 @@ from conversations import services
 from conversations.agents.flood import markdown_answer
 from tests.browser.conftest import PHONE, screenshot
 from tests.conftest import all_events, wait_for_turn_end
+from tests.helpers import send
 
 pytestmark = pytest.mark.browser
-
-
-def send(page, text: str) -> None:
-    box = page.get_by_role("textbox", name=re.compile("Message the agent|Steer the running turn"))
-    box.fill(text)
-    box.press("Enter")
 
 
 def question(page):

@@ -4,8 +4,8 @@ scrolls up (their place kept), then live as always."""
 import pytest
 from playwright.sync_api import expect
 
-from tests.browser.test_resumed_turns import said, started, store, stored_turn
 from tests.conftest import wait_for_turn_end
+from tests.helpers import message_events, started, store, stored_turn
 
 pytestmark = pytest.mark.browser
 
@@ -16,7 +16,7 @@ def test_a_long_conversation_shows_its_latest_turns_first_and_earlier_ones_on_sc
     turns = []
     for number in range(30):
         turn = stored_turn(conversation, people.alice.user, f"Question {number}")
-        store(turn, [started(turn), *said(f"Answer {number}."), ("turn.completed", {})])
+        store(turn, [started(turn), *message_events(f"Answer {number}."), ("turn.completed", {})])
         turns.append(turn)
     page = browsing.conversation("alice", conversation.pk)
     shown = page.locator(".turn")

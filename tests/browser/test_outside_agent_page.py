@@ -8,7 +8,7 @@ import pytest
 from playwright.sync_api import expect
 
 from tests.browser.conftest import screenshot
-from tests.external.test_mcp import CHOICE
+from tests.helpers import CHOICE
 from tests.mcp_client import mcp_session
 
 pytestmark = pytest.mark.browser

@@ -13,7 +13,7 @@ from playwright.sync_api import Page, expect
 from conversations import services
 from core.middleware import content_security_policy
 from tests.browser.conftest import DESKTOP, screenshot
-from tests.browser.test_conversation_page import send
+from tests.helpers import send
 
 pytestmark = pytest.mark.browser
 

@@ -5,45 +5,17 @@ by reconnecting at once."""
 import re
 
 import pytest
-from django.db import transaction
-from django.utils import timezone
 from playwright.sync_api import expect
 
-from conversations import services
 from conversations.models import Turn
-from core.people import person
 from tests.browser.conftest import screenshot
+from tests.helpers import message_events, started, store, stored_turn
 
 pytestmark = pytest.mark.browser
 
 
-def stored_turn(conversation, user, input: str) -> Turn:
-    """A turn that already ended: only its stored events tell its story (nothing runs it)."""
-    return Turn.objects.create(
-        conversation=conversation,
-        input=input,
-        started_by=user,
-        status=Turn.Status.COMPLETED,
-        ended_at=timezone.now(),
-    )
-
-
-def store(turn: Turn, events: list[tuple[str, dict]]) -> None:
-    with transaction.atomic():
-        services.append_events(conversation_id=turn.conversation_id, turn_id=turn.pk, events=events)
-
-
-def started(turn: Turn) -> tuple[str, dict]:
-    data = {"input": turn.input, "started_by": person(turn.started_by), "interactive": True}
-    return ("turn.started", data)
-
-
 def resumed(reason: str, process: str = "web-2:88:bb", previous: str = "") -> tuple[str, dict]:
     return ("turn.resumed", {"process": process, "previous": previous, "reason": reason})
-
-
-def said(text: str) -> list[tuple[str, dict]]:
-    return [("message.delta", {"text": text}), ("message.completed", {"text": text})]
 
 
 def body_of(page, turn: Turn):
@@ -93,9 +65,9 @@ def test_a_resumed_turn_shows_its_marker_in_place_and_the_message_going_on(
             other,
             [
                 started(other),
-                *said("Before."),
+                *message_events("Before."),
                 resumed(reason),
-                *said("After."),
+                *message_events("After."),
                 ("turn.completed", {}),
             ],
         )

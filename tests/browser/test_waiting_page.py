@@ -10,7 +10,7 @@ from playwright.sync_api import expect
 
 from tests.browser.conftest import HeldReplies, screenshot
 from tests.conftest import all_events, wait_for_turn_end, wait_until
-from tests.selection.test_questions_live import ask, create_conversation, start, wait_pending
+from tests.helpers import ask, create_conversation, start, wait_pending
 
 pytestmark = pytest.mark.browser
 

@@ -4,17 +4,18 @@ by process A loses the sockets and tails that process B serves them, within B's 
 import asyncio
 
 from tests.conftest import receive_json
-from tests.conversations.test_access_live import (
+from tests.helpers import (
     MEMBERSHIPS,
     admin_client,
     closed_with,
     membership_of,
+    message_after,
     parked_conversation,
+    post_form,
     ready,
     sse_events,
     tail_lines,
 )
-from tests.selection.test_admin_live import message_after, post_form
 
 
 async def test_a_member_removed_on_one_process_loses_what_another_serves(nodes, people):

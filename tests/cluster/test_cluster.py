@@ -21,24 +21,21 @@ from tests.conftest import (
     wait_for_turn_end,
     wait_until,
 )
-from tests.conversations.test_live_stream import assert_contiguous, astart_turn, read_tail
-from tests.selection.test_questions_live import (
+from tests.helpers import (
     ask,
+    assert_contiguous,
+    assert_one_terminal_last,
+    assert_whole,
+    astart_turn,
     create_conversation,
     outcomes,
+    read_tail,
     reply,
     start,
     wait_pending,
 )
 
 pytestmark = pytest.mark.cluster
-
-TERMINAL = ("turn.completed", "turn.failed", "turn.cancelled")
-
-
-def assert_one_terminal_last(events):
-    types = [e["type"] for e in events if e["turn"] == events[-1]["turn"]]
-    assert sum(t in TERMINAL for t in types) == 1 and types[-1] in TERMINAL, types
 
 
 def metric(server, name: str, **labels) -> float:
@@ -213,15 +210,6 @@ async def events_until(ws, stop) -> list[dict]:
         if "seq" in frame:
             seen.append(frame)
     return seen
-
-
-def assert_whole(events) -> None:
-    """Numbered with no gap, one terminal event, last, and no tool call reported twice."""
-    assert_contiguous(events, events[0]["seq"], events[-1]["seq"])
-    assert_one_terminal_last(events)
-    for kind in ("tool.started", "tool.completed"):
-        ids = [e["data"]["id"] for e in events if e["type"] == kind]
-        assert len(ids) == len(set(ids)), kind
 
 
 @pytest.mark.parametrize("when", ["mid-stream", "while parked"])

@@ -9,15 +9,16 @@ import websockets
 
 from conversations.models import Turn
 from tests.cluster.conftest import LEASE_SECONDS
-from tests.cluster.test_cluster import assert_whole
 from tests.conftest import all_events, receive_json, wait_for_turn_end, wait_until
-from tests.conversations.test_durable_turns import ONE_OF_EACH_KIND, said
-from tests.selection.test_questions_live import (
+from tests.helpers import (
+    ONE_OF_EACH_KIND,
     ask,
+    assert_whole,
     create_conversation,
     outcomes,
     reply,
     start,
+    streamed_text,
     wait_pending,
 )
 
@@ -45,7 +46,7 @@ def test_a_question_pending_when_its_process_stops_is_answered_on_the_other(
     assert_whole(events)
     assert events[-1]["type"] == "turn.completed" and events[-1]["turn"] == turn
     assert [(o["status"], o["value"]) for o in outcomes(events)] == [("answered", value)]
-    assert said(events).count("Before. ") == 1
+    assert streamed_text(events).count("Before. ") == 1
     (resumed,) = [e for e in events if e["type"] == "turn.resumed"]
     assert resumed["data"]["reason"] == "question_settled"
     assert resumed["data"]["previous"] == ""  # handed back: nobody held it
@@ -116,7 +117,7 @@ async def test_a_rolling_restart_during_streams_and_questions_loses_nothing(make
         assert_whole(stored)
         assert stored[-1]["type"] == "turn.completed"
         if cid in dict(streams):
-            assert said(stored) == words
+            assert streamed_text(stored) == words
         else:
             assert [o["status"] for o in outcomes(stored)] == ["answered"]
     handed_back = [

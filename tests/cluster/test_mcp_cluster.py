@@ -5,7 +5,7 @@ import asyncio
 
 import pytest
 
-from tests.external.test_mcp import CHOICE, of_type, pending_question, reply, turn_events
+from tests.helpers import CHOICE, of_type, pending_question, reply_to, turn_events
 from tests.mcp_client import mcp_session
 
 pytestmark = pytest.mark.cluster
@@ -19,7 +19,7 @@ async def test_an_answer_given_on_b_reaches_the_outside_agent_on_a(nodes, people
     ):
         asking = asyncio.create_task(mcp.call_tool("ask", CHOICE))
         question = await pending_question(rest)
-        await reply(rest, question, answer="sqlite")
+        await reply_to(rest, question, answer="sqlite")
         result = await asyncio.wait_for(asking, 30)
         assert result.structuredContent["answer"] == "sqlite"
         # Steering and Stop sent to B reach the session's turn on A too.

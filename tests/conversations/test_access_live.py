@@ -12,20 +12,21 @@ from asgiref.sync import sync_to_async
 from django.contrib.auth import get_user_model
 from django.db import connection
 
-from conversations.models import Membership
 from tests.conftest import receive_json, wait_until
-from tests.selection.test_admin_live import admin_of, message_after, post_form
-from tests.selection.test_questions_live import (
-    ask,
-    create_conversation,
+from tests.helpers import (
+    CEILING,
+    MEMBERSHIPS,
+    admin_of,
+    closed_with,
+    membership_of,
+    message_after,
+    parked_conversation,
+    post_form,
+    ready,
     reply,
-    start,
-    wait_pending,
+    sse_events,
+    tail_lines,
 )
-
-MEMBERSHIPS = "/admin/conversations/membership/"
-# Generous: a change made outside the server is seen at its next upkeep (a few seconds).
-CEILING = 60
 
 
 @pytest.fixture
@@ -40,74 +41,12 @@ def admin(server, people):
 
 
 @sync_to_async
-def membership_of(person, workspace) -> int:
-    try:
-        return Membership.objects.get(user=person.user, workspace=workspace).pk
-    finally:
-        connection.close()
-
-
-@sync_to_async
 def deactivate(person) -> int:
     # An update: no model signal, so only the server's upkeep can notice.
     try:
         return get_user_model().objects.filter(pk=person.user.pk).update(is_active=False)
     finally:
         connection.close()
-
-
-@sync_to_async
-def admin_client(server, people):
-    try:
-        return admin_of(server, people)
-    finally:
-        connection.close()
-
-
-def parked_conversation(server, people) -> tuple[str, dict]:
-    """A conversation of bob's whose turn waits on a question (so a tail follows it)."""
-    with server.client(people.bob) as client:
-        cid = create_conversation(client)
-        start(client, cid, [{"say": "Before. "}, ask(kind="text"), {"say": "After."}])
-        return cid, wait_pending(client, cid)
-
-
-async def ready(ws) -> dict:
-    frame = await receive_json(ws, timeout=CEILING)
-    while frame["type"] != "ws.ready":
-        frame = await receive_json(ws, timeout=CEILING)
-    return frame
-
-
-async def closed_with(ws) -> int:
-    """Read the socket until the server closes it; its close code."""
-    with pytest.raises(websockets.ConnectionClosed) as closed:
-        async with asyncio.timeout(CEILING):
-            while True:
-                await ws.recv()
-    return closed.value.rcvd.code
-
-
-async def tail_lines(server, person, cid, into: list[str]) -> None:
-    """Read a tail until it ends, keeping its lines."""
-    async with server.async_client(person) as client:
-        path = f"/api/conversations/{cid}/tail/"
-        async with client.stream("GET", path, timeout=CEILING) as response:
-            assert response.status_code == 200
-            async for line in response.aiter_lines():
-                into.append(line)
-
-
-def sse_events(lines: list[str]) -> list[tuple[str, dict]]:
-    """The (event, data) of each SSE event read ("message" when unnamed)."""
-    events, name = [], "message"
-    for line in lines:
-        if line.startswith("event: "):
-            name = line.removeprefix("event: ")
-        elif line.startswith("data: "):
-            events.append((name, json.loads(line.removeprefix("data: "))))
-            name = "message"
-    return events
 
 
 async def test_a_member_removed_in_the_admin_loses_their_socket_and_tail_at_once(

@@ -7,7 +7,7 @@ import pytest
 import websockets
 
 from tests.conftest import all_events, log_in, receive_json, wait_for_turn_end
-from tests.selection.test_questions_live import ask, create_conversation, start, wait_pending
+from tests.helpers import ask, create_conversation, start, wait_pending
 
 
 @pytest.fixture

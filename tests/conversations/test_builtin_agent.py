@@ -4,7 +4,7 @@ import os
 
 import pytest
 
-from tests.conversations.test_consumer import communicator, events_until_terminal
+from tests.helpers import communicator, communicator_events_until_terminal
 
 
 async def run(conversation, person, text):
@@ -12,7 +12,7 @@ async def run(conversation, person, text):
     await comm.connect(timeout=30)
     ready = await comm.receive_json_from(timeout=30)
     await comm.send_json_to({"type": "turn.start", "ref": "t", "input": text})
-    events = await events_until_terminal(comm)
+    events = await communicator_events_until_terminal(comm)
     await comm.disconnect(timeout=30)
     events = [e for e in events if e["seq"] > ready["latest_seq"]]
     reply = "".join(e["data"]["text"] for e in events if e["type"] == "message.completed")
@@ -307,7 +307,7 @@ async def test_steering_while_parked_is_acknowledged_after_the_answer(people, co
         {"type": "turn.steer", "ref": "s", "expected_turn_id": turn, "input": "keep it short"}
     )
     await comm.send_json_to({"type": "selection.reply", "selection_id": sid, "answer": "README.md"})
-    events = await events_until_terminal(comm)
+    events = await communicator_events_until_terminal(comm)
     await comm.disconnect(timeout=30)
     messages = [e["data"]["text"] for e in events if e["type"] == "message.completed"]
     assert messages[0] == "(Noted while I worked: “keep it short”.)"

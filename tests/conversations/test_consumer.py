@@ -7,33 +7,14 @@ import random
 
 import pytest
 from channels.routing import URLRouter
-from channels.testing import WebsocketCommunicator
 from django.urls import path as route
 from prometheus_client import REGISTRY
 
-from config.asgi import application
 from conversations.broadcast import hub
 from conversations.consumers import ConversationConsumer, _open_sockets
 from conversations.models import Watcher
 from core.auth import WebSocketAuthMiddleware
-
-
-def communicator(conversation_id, person=None, query="", headers=None, app=application):
-    headers = list(headers or [])
-    if person is not None:
-        headers.append((b"authorization", f"Token {person.token}".encode()))
-    path = f"/ws/conversations/{conversation_id}/" + (f"?{query}" if query else "")
-    return WebsocketCommunicator(app, path, headers=headers)
-
-
-async def events_until_terminal(comm, timeout=30):
-    events = []
-    while True:
-        frame = await comm.receive_json_from(timeout=timeout)
-        if "seq" in frame:
-            events.append(frame)
-            if frame["type"] in ("turn.completed", "turn.failed", "turn.cancelled"):
-                return events
+from tests.helpers import communicator, communicator_events_until_terminal
 
 
 @pytest.mark.django_db(transaction=True)
@@ -55,12 +36,12 @@ async def test_ready_then_replay_then_live_for_joins_at_random_points(people, fl
         comm = communicator(cid, people.bob, query=f"from_seq={from_seq}")
         await comm.connect(timeout=30)
         assert (await comm.receive_json_from(timeout=30))["type"] == "ws.ready"
-        events = await events_until_terminal(comm)
+        events = await communicator_events_until_terminal(comm)
         await comm.disconnect(timeout=30)
         return from_seq, events
 
     results = await asyncio.gather(*(join(rng.uniform(0, 0.5)) for _ in range(10)))
-    starter_events = await events_until_terminal(starter)
+    starter_events = await communicator_events_until_terminal(starter)
     await starter.disconnect(timeout=30)
     end = starter_events[-1]["seq"]
     assert end == 3002

@@ -11,19 +11,18 @@ from django.utils import timezone
 
 from selection.models import Selection
 from tests.conftest import all_events, kill, wait_for_turn_end, wait_until
-from tests.selection.test_questions_live import (
-    KINDS,
+from tests.helpers import (
+    ONE_OF_EACH_KIND,
     ask,
     create_conversation,
     outcomes,
     reply,
     start,
+    streamed_text,
     wait_pending,
 )
 
 TERMINAL = ("turn.completed", "turn.failed", "turn.cancelled")
-# One question of each kind: path, choice, text, confirm, form.
-ONE_OF_EACH_KIND = [KINDS[i] for i in (0, 2, 4, 5, 6)]
 
 
 def assert_whole(events: list[dict]) -> None:
@@ -34,10 +33,6 @@ def assert_whole(events: list[dict]) -> None:
     for kind in ("tool.started", "tool.completed"):
         ids = Counter(e["data"]["id"] for e in events if e["type"] == kind)
         assert all(n == 1 for n in ids.values()), ids
-
-
-def said(events: list[dict]) -> str:
-    return "".join(e["data"]["text"] for e in events if e["type"] == "message.delta")
 
 
 # Each kind across a SIGTERM restart (the turn handed back), and one across a crash (SIGKILL).
@@ -73,7 +68,7 @@ def test_a_question_pending_across_a_restart_is_answered_and_the_turn_goes_on(
     assert events[-1]["type"] == "turn.completed" and events[-1]["turn"] == turn
     ((status, got, by),) = [(o["status"], o["value"], o["by"]) for o in outcomes(events)]
     assert (status, got, by) == ("answered", value, "bob")
-    assert said(events).count("Before the question. ") == 1
+    assert streamed_text(events).count("Before the question. ") == 1
     assert [e["type"] for e in events].count("selection.requested") == 1
     (resumed,) = [e for e in events if e["type"] == "turn.resumed"]
     assert resumed["data"]["reason"] == "question_settled"
@@ -99,7 +94,7 @@ def test_a_turn_killed_mid_stream_resumes_without_repeating_its_text(
     assert_whole(events)
     assert events[-1]["type"] == "turn.completed"
     words = " ".join(f"w{n}" for n in range(1, 401)) + " "
-    assert said(events) == words
+    assert streamed_text(events) == words
     (completed,) = [e for e in events if e["type"] == "message.completed"]
     assert completed["data"]["text"] == words
     (resumed,) = [e for e in events if e["type"] == "turn.resumed"]
@@ -152,8 +147,8 @@ def test_a_turn_killed_in_a_tool_runs_that_tool_again_and_no_finished_one(
         e for e in events if e["type"] == "tool.completed" and e["data"]["id"] == "call_2"
     )
     assert "Interrupted" in interrupted["data"]["error"]
-    assert said(events).count("Between the tools. ") == 1
-    assert '{"runs": 2}' in said(events)
+    assert streamed_text(events).count("Between the tools. ") == 1
+    assert '{"runs": 2}' in streamed_text(events)
 
 
 def test_a_journal_that_no_longer_matches_its_agent_fails_the_turn_cleanly(make_server, people):
@@ -180,7 +175,7 @@ def test_a_journal_that_no_longer_matches_its_agent_fails_the_turn_cleanly(make_
     # Nothing new was written in the past: after the answer, only the resume and the failure.
     answered_at = next(i for i, e in enumerate(events) if e["type"] == "selection.resolved")
     assert [e["type"] for e in events[answered_at + 1 :]] == ["turn.resumed", "turn.failed"]
-    assert "Hello" not in said(events)
+    assert "Hello" not in streamed_text(events)
 
 
 def test_long_waits_leave_memory_and_come_back_when_answered_or_expired(make_server, people):
@@ -239,7 +234,7 @@ def test_long_waits_leave_memory_and_come_back_when_answered_or_expired(make_ser
             continue
         else:
             assert outcomes(events)[0]["value"] == f"answer {n - 1}"
-        assert said(events).count(f"Question {n}. ") == 1
+        assert streamed_text(events).count(f"Question {n}. ") == 1
         assert [e["data"]["reason"] for e in events if e["type"] == "turn.resumed"] == [
             "question_settled"
         ]

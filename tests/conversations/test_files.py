@@ -4,16 +4,12 @@ loops of links, links to nothing or outside, names too long in bytes, pipes, soc
 entries that cannot be read. Each is refused with a sentence naming the path relative to the
 workspace, never the server's own paths, and a folder holding one still lists the others."""
 
-import ctypes
 import json
 import os
 import stat
-import threading
-from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
-from django.conf import settings
 
 from conversations.agents import llm_tools
 from conversations.files import (
@@ -26,7 +22,16 @@ from conversations.files import (
 )
 from tests import llm_server as llm
 from tests.conftest import all_events, wait_for_turn_end, wait_until
-from tests.selection.test_questions_live import ask, create_conversation, reply, start, wait_pending
+from tests.helpers import (
+    ask,
+    create_conversation,
+    in_thread,
+    reply,
+    server_paths,
+    start,
+    start_honoring_permissions,
+    wait_pending,
+)
 
 # A name of 200 characters but 400 bytes: the file system counts bytes.
 LONG_NAME = "é" * 200
@@ -40,102 +45,6 @@ LOOP = "a loop of symbolic links"
 DANGLING = "a symbolic link to something that does not exist"
 OUTSIDE = "a link that leads outside the workspace's files"
 DENIED = "permission denied"
-
-
-# Reading files as their permissions say, even as root ------------------------------------------
-
-_libc = ctypes.CDLL(None, use_errno=True)
-# Linux's capabilities that let root read what its permissions forbid.
-_CAP_DAC_OVERRIDE, _CAP_DAC_READ_SEARCH = 1, 2
-_PR_CAPBSET_DROP = 24
-_CAP_VERSION_3 = 0x20080522
-
-
-class _CapHeader(ctypes.Structure):
-    _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
-
-
-class _CapData(ctypes.Structure):
-    _fields_ = [
-        ("effective", ctypes.c_uint32),
-        ("permitted", ctypes.c_uint32),
-        ("inheritable", ctypes.c_uint32),
-    ]
-
-
-def _check(result: int, what: str) -> None:
-    if result != 0:
-        error = ctypes.get_errno()
-        raise OSError(error, f"{what}: {os.strerror(error)}")
-
-
-@contextmanager
-def permissions_hold():
-    """While inside, this thread reads files as their permissions say, even as root: a
-    thread's capabilities are its own, and the two that pass over permissions leave its
-    effective set (and come back after). Nothing to do for anyone else."""
-    if os.geteuid() != 0:
-        yield
-        return
-    header, data = _CapHeader(_CAP_VERSION_3, 0), (_CapData * 2)()
-    _check(_libc.capget(ctypes.byref(header), data), "capget")
-    saved = data[0].effective
-    data[0].effective &= ~((1 << _CAP_DAC_OVERRIDE) | (1 << _CAP_DAC_READ_SEARCH))
-    _check(_libc.capset(ctypes.byref(header), data), "capset")
-    try:
-        yield
-    finally:
-        data[0].effective = saved
-        _check(_libc.capset(ctypes.byref(header), data), "capset")
-
-
-def in_thread(fn, timeout: float = 30):
-    """``fn()`` in a thread of its own, where permissions hold; it must end within
-    ``timeout`` seconds (a pipe opened for reading would wait for a writer forever)."""
-    outcome = {}
-
-    def run():
-        try:
-            with permissions_hold():
-                outcome["value"] = fn()
-        except BaseException as exc:  # handed to the test's thread
-            outcome["error"] = exc
-
-    thread = threading.Thread(target=run, daemon=True)
-    thread.start()
-    thread.join(timeout)
-    assert not thread.is_alive(), f"{fn} did not end in {timeout} s (it waited on a pipe?)"
-    if "error" in outcome:
-        raise outcome["error"]
-    return outcome["value"]
-
-
-def start_honoring_permissions(make_server, **env):
-    """A real Daphne that reads files as their permissions say even when the tests run as
-    root: started from a thread whose capability bounding set (a per-thread set, inherited by
-    the process it starts and all it runs) has lost the two that pass over permissions."""
-    if os.geteuid() != 0:
-        return make_server(**env)
-
-    def start():
-        for capability in (_CAP_DAC_OVERRIDE, _CAP_DAC_READ_SEARCH):
-            _check(_libc.prctl(_PR_CAPBSET_DROP, capability, 0, 0, 0), "prctl")
-        return make_server(**env)
-
-    outcome = {}
-
-    def run():
-        try:
-            outcome["server"] = start()
-        except BaseException as exc:
-            outcome["error"] = exc
-
-    thread = threading.Thread(target=run)
-    thread.start()
-    thread.join(60)
-    if "error" in outcome:
-        raise outcome["error"]
-    return outcome["server"]
 
 
 def loosen(folder: Path) -> None:
@@ -185,12 +94,6 @@ def bad_notes(files_root):
     os.symlink(f"deep/{FAR_CHAIN}", files_root / "far")
     yield plant_bad_entries(files_root / "notes")
     loosen(files_root)
-
-
-def server_paths() -> list[str]:
-    """The server's own paths, which no answer, event or message may show."""
-    scratch = os.environ["PARLEY_TEST_DIR"]
-    return sorted({scratch, os.path.realpath(scratch), str(settings.BASE_DIR)})
 
 
 def assert_no_server_path(text: str) -> None:

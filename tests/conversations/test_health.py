@@ -10,22 +10,13 @@ from datetime import timedelta
 import httpx
 import pytest
 from django.utils import timezone
-from prometheus_client.parser import text_string_to_metric_families
 
 from conversations.models import Turn
 from ops.servers import free_port
 from tests.conftest import LiveServer, receive_json, wait_for_turn_end
+from tests.helpers import samples
 
 STATUSES = ["queued", "running", "awaiting_input", "completed", "failed", "cancelled"]
-
-
-def samples(text: str) -> dict[tuple, float]:
-    """Every sample of a Prometheus text page, by (name, sorted labels)."""
-    return {
-        (sample.name, tuple(sorted(sample.labels.items()))): sample.value
-        for family in text_string_to_metric_families(text)
-        for sample in family.samples
-    }
 
 
 async def metrics_until(client: httpx.AsyncClient, name: str, labels: dict, value: float):

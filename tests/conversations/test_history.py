@@ -6,7 +6,7 @@ import json
 import pytest
 
 from tests.conftest import all_events, wait_for_turn_end
-from tests.selection.test_questions_live import ask, create_conversation, start, wait_pending
+from tests.helpers import ask, create_conversation, start, wait_pending
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -4,7 +4,6 @@ import asyncio
 import json
 import random
 
-import httpx_sse
 from asgiref.sync import sync_to_async
 from django.contrib.admin.utils import quote
 from django.db import connection, transaction
@@ -14,29 +13,15 @@ from conversations import services
 from conversations.models import Turn
 from core.people import person
 from tests.conftest import all_events, events_until_terminal, receive_json, wait_for_turn_end
+from tests.helpers import assert_contiguous, astart_turn, read_tail
 
 INTERNAL = "Something went wrong inside Parley; an admin can see the details."
 
 TERMINAL = ("turn.completed", "turn.failed", "turn.cancelled")
 
 
-def assert_contiguous(events, first: int, last: int | None = None):
-    seqs = [e["seq"] for e in events]
-    assert seqs == list(range(first, first + len(seqs))), f"gap or duplicate near {seqs[:5]}"
-    if last is not None:
-        assert seqs and seqs[-1] == last, (seqs[-1:], last)
-
-
 def start_turn(client, conversation_id, text, **extra):
     response = client.post(
-        f"/api/conversations/{conversation_id}/turns/", json={"input": text, **extra}
-    )
-    assert response.status_code == 202, response.text
-    return response.json()
-
-
-async def astart_turn(client, conversation_id, text, **extra):
-    response = await client.post(
         f"/api/conversations/{conversation_id}/turns/", json={"input": text, **extra}
     )
     assert response.status_code == 202, response.text
@@ -118,22 +103,6 @@ async def test_twenty_viewers_of_one_conversation_see_the_same_stream(
     first = [(e["seq"], e["type"]) for e in streams[0]]
     assert len(first) == 1002
     assert all([(e["seq"], e["type"]) for e in stream] == first for stream in streams)
-
-
-def read_tail(client, cid, **kwargs):
-    """Read a whole tail: the events and the final done event."""
-    events, done = [], None
-    with httpx_sse.connect_sse(client, "GET", f"/api/conversations/{cid}/tail/", **kwargs) as sse:
-        assert sse.response.status_code == 200
-        assert sse.response.headers["content-type"].startswith("text/event-stream")
-        for message in sse.iter_sse():
-            if message.event == "done":
-                done = json.loads(message.data)
-                break
-            event = json.loads(message.data)
-            assert message.id == str(event["seq"])
-            events.append(event)
-    return events, done
 
 
 def test_tail_right_after_a_rest_start_sees_the_whole_turn(server, people, flood_conversation):

@@ -10,52 +10,29 @@ import pytest
 
 from tests import llm_server as llm
 from tests.conftest import LLM_KEY as KEY
-from tests.conftest import all_events, receive_json, wait_for_turn_end, wait_until
-from tests.selection.test_questions_live import reply, wait_pending
+from tests.conftest import all_events, receive_json, wait_until
+from tests.helpers import (
+    create_model_conversation,
+    finished,
+    last_tool_result,
+    of_type,
+    reply,
+    start_model_turn,
+    tool_messages,
+    wait_pending,
+)
 
 # About the agent and the protocol, not the database: run once, in the SQLite pass (the tests
 # of its resuming, in test_openai_agent_resume.py, run on both).
 pytestmark = pytest.mark.once
 
 
-def conversation(client, **extra) -> str:
-    response = client.post(
-        "/api/conversations/",
-        json={"workspace": "team", "title": "With a model", "agent": "openai", **extra},
-    )
-    assert response.status_code == 201, response.text
-    return response.json()["id"]
-
-
-def start(client, cid, text="Hello", **options) -> str:
-    response = client.post(f"/api/conversations/{cid}/turns/", json={"input": text, **options})
-    assert response.status_code == 202, response.text
-    return response.json()["turn"]
-
-
-def finished(client, cid, timeout=30) -> list[dict]:
-    wait_for_turn_end(client, cid, timeout=timeout)
-    return all_events(client, cid)
-
-
-def of_type(events, kind) -> list[dict]:
-    return [e for e in events if e["type"] == kind]
-
-
-def tool_messages(request: dict) -> list[dict]:
-    return [m for m in request["messages"] if m["role"] == "tool"]
-
-
-def last_tool_result(request: dict):
-    return json.loads(tool_messages(request)[-1]["content"])
-
-
 def test_a_plain_answer_streams_as_it_arrives_and_counts_its_tokens(start_parley, model, people):
     model.script(llm.text("Hello, team. Here is the answer.", usage=(42, 7)))
     server = start_parley()
     with server.client(people.alice) as client:
-        cid = conversation(client)
-        start(client, cid, "Say hello")
+        cid = create_model_conversation(client)
+        start_model_turn(client, cid, "Say hello")
         events = finished(client, cid)
         page = client.get(f"/conversations/{cid}/").text
     deltas = of_type(events, "message.delta")
@@ -107,8 +84,8 @@ def test_tool_calls_split_over_chunks_run_and_their_results_go_back_to_the_model
     )
     server = start_parley()
     with server.client(people.alice) as client:
-        cid = conversation(client)
-        start(client, cid, "What does the README say?")
+        cid = create_model_conversation(client)
+        start_model_turn(client, cid, "What does the README say?")
         events = finished(client, cid)
     started = of_type(events, "tool.started")
     completed = of_type(events, "tool.completed")
@@ -189,8 +166,8 @@ def test_each_ask_tool_is_a_question_whose_answer_goes_back_to_the_model(
             assert ack["status"] == "answered", ack
 
     with server.client(people.bob) as client:
-        cid = conversation(client)
-        start(client, cid, "Ask us things")
+        cid = create_model_conversation(client)
+        start_model_turn(client, cid, "Ask us things")
         asked = []
         for number, (tool, arguments, answer, _) in enumerate(ASKS, start=1):
             question = wait_until(
@@ -225,8 +202,8 @@ def test_a_dismissed_and_an_expired_question_reach_the_model(start_parley, model
     )
     server = start_parley(PARLEY_TURN_LEASE_SECONDS="3")
     with server.client(people.bob) as client:
-        cid = conversation(client)
-        start(client, cid)
+        cid = create_model_conversation(client)
+        start_model_turn(client, cid)
         question = wait_pending(client, cid)
         assert reply(client, question["id"], action="dismiss").status_code == 200
         events = finished(client, cid)
@@ -242,8 +219,8 @@ def test_steering_mid_stream_reaches_the_model_at_its_next_step(start_parley, mo
     model.script(first, llm.text("Noted: in French from now on."))
     server = start_parley()
     with server.client(people.alice) as client:
-        cid = conversation(client)
-        turn = start(client, cid, "Summarise the notes")
+        cid = create_model_conversation(client)
+        turn = start_model_turn(client, cid, "Summarise the notes")
         assert first.started.wait(15)
         wait_until(lambda: of_type(all_events(client, cid), "message.delta"), what="some text")
         steered = client.post(
@@ -267,8 +244,8 @@ def test_stop_mid_stream_closes_the_model_connection(start_parley, model, people
     model.script(held)
     server = start_parley()
     with server.client(people.alice) as client:
-        cid = conversation(client)
-        turn = start(client, cid)
+        cid = create_model_conversation(client)
+        turn = start_model_turn(client, cid)
         assert held.started.wait(15)
         wait_until(lambda: of_type(all_events(client, cid), "message.delta"), what="some text")
         stopped = client.post(f"/api/conversations/{cid}/cancel/", json={"turn_id": turn})
@@ -286,8 +263,8 @@ def test_a_busy_model_server_is_tried_again_with_a_notice(start_parley, model, p
     )
     server = start_parley()
     with server.client(people.alice) as client:
-        cid = conversation(client)
-        start(client, cid)
+        cid = create_model_conversation(client)
+        start_model_turn(client, cid)
         events = finished(client, cid)
     notices = of_type(events, "turn.notice")
     assert [n["data"]["kind"] for n in notices] == ["retry", "retry"]
@@ -304,8 +281,8 @@ def test_a_model_server_that_stays_busy_fails_the_turn_after_its_retries(
     model.script(*(llm.error(500, "Internal error") for _ in range(3)))
     server = start_parley(PARLEY_LLM_MAX_RETRIES="2")
     with server.client(people.alice) as client:
-        cid = conversation(client)
-        start(client, cid)
+        cid = create_model_conversation(client)
+        start_model_turn(client, cid)
         events = finished(client, cid)
     assert len(of_type(events, "turn.notice")) == 2
     assert events[-1]["type"] == "turn.failed"
@@ -329,8 +306,8 @@ def test_a_model_server_error_fails_the_turn_with_a_message_people_understand(
         model.script(reply_())
     server = start_parley(**env)
     with server.client(people.alice) as client:
-        cid = conversation(client)
-        start(client, cid)
+        cid = create_model_conversation(client)
+        start_model_turn(client, cid)
         events = finished(client, cid)
     assert events[-1]["type"] == "turn.failed"
     assert says in events[-1]["data"]["error"]
@@ -348,8 +325,8 @@ def test_a_bad_tool_argument_goes_back_to_the_model_which_corrects_it(start_parl
     )
     server = start_parley()
     with server.client(people.alice) as client:
-        cid = conversation(client)
-        start(client, cid)
+        cid = create_model_conversation(client)
+        start_model_turn(client, cid)
         events = finished(client, cid)
     assert events[-1]["type"] == "turn.completed"
     completed = of_type(events, "tool.completed")
@@ -372,13 +349,13 @@ def test_the_conversation_so_far_is_the_models_context(start_parley, model, peop
     )
     server = start_parley()
     with server.client(people.bob) as client:
-        cid = conversation(client)
-        start(client, cid, "Plan the release")
+        cid = create_model_conversation(client)
+        start_model_turn(client, cid, "Plan the release")
         question = wait_pending(client, cid)
         assert reply(client, question["id"], answer="Spring").status_code == 200
         finished(client, cid)
     with server.client(people.alice) as client:
-        start(client, cid, "What did we choose?")
+        start_model_turn(client, cid, "What did we choose?")
         events = finished(client, cid)
     assert events[-1]["type"] == "turn.completed"
     third = model.wait_requests(3)[2]
@@ -405,9 +382,9 @@ def test_the_oldest_turns_are_left_out_beyond_the_history_budget(start_parley, m
     model.script(*(llm.text(f"Reply {n}. " + "words " * 100) for n in range(4)))
     server = start_parley(PARLEY_LLM_HISTORY_TOKENS="400")
     with server.client(people.alice) as client:
-        cid = conversation(client)
+        cid = create_model_conversation(client)
         for n in range(4):
-            start(client, cid, f"Question {n}")
+            start_model_turn(client, cid, f"Question {n}")
             finished(client, cid)
     last = model.wait_requests(4)[3]["messages"]
     inputs = [m["content"] for m in last if m["role"] == "user"]
@@ -429,8 +406,8 @@ def test_a_write_asks_for_confirmation_first_unless_the_turn_says_not_to(
     )
     server = start_parley()
     with server.client(people.bob) as client:
-        cid = conversation(client)
-        start(client, cid, "Write the plan")
+        cid = create_model_conversation(client)
+        start_model_turn(client, cid, "Write the plan")
         question = wait_pending(client, cid)
         assert question["kind"] == "confirm"
         assert question["prompt"] == "Create `notes/plan.md` (7 characters)?"
@@ -439,14 +416,14 @@ def test_a_write_asks_for_confirmation_first_unless_the_turn_says_not_to(
         assert finished(client, cid)[-1]["type"] == "turn.completed"
         assert (notes / "plan.md").read_text() == "# Plan\n"
 
-        start(client, cid, "Move it to the top")
+        start_model_turn(client, cid, "Move it to the top")
         question = wait_pending(client, cid)
         assert question["prompt"] == "Rename `notes/plan.md` to `plan.md`?"
         assert reply(client, question["id"], answer=False).status_code == 200
         assert finished(client, cid)[-1]["type"] == "turn.completed"
         assert (notes / "plan.md").exists()
 
-        turn = start(client, cid, "Rewrite it", confirm_writes=False)
+        turn = start_model_turn(client, cid, "Rewrite it", confirm_writes=False)
         events = [e for e in finished(client, cid) if e["turn"] == turn]
     assert (notes / "plan.md").read_text() == "# Plan 2\n"
     assert not of_type(events, "selection.requested")
@@ -467,9 +444,9 @@ def test_a_conversation_may_pick_another_model_the_server_offers(start_parley, m
         )
         assert refused.status_code == 400
         assert "offers gpt-test, gpt-other" in refused.json()["error"]["message"]
-        cid = conversation(client, model="gpt-other")
+        cid = create_model_conversation(client, model="gpt-other")
         assert client.get(f"/api/conversations/{cid}/").json()["model"] == "gpt-other"
-        start(client, cid)
+        start_model_turn(client, cid)
         assert finished(client, cid)[-1]["type"] == "turn.completed"
     assert model.requests[0]["model"] == "gpt-other"
 
@@ -494,8 +471,8 @@ def test_a_turn_nobody_can_answer_tells_the_model_so_and_writes_nothing_unconfir
     )
     server = start_parley()
     with server.client(people.alice) as client:
-        cid = conversation(client)
-        start(client, cid, interactive=False)
+        cid = create_model_conversation(client)
+        start_model_turn(client, cid, interactive=False)
         events = finished(client, cid)
     assert events[-1]["type"] == "turn.completed"
     assert not of_type(events, "selection.requested")
@@ -514,8 +491,8 @@ def test_the_per_turn_question_cap_holds_for_the_model(start_parley, model, peop
     )
     server = start_parley(PARLEY_MAX_QUESTIONS_PER_TURN="1")
     with server.client(people.bob) as client:
-        cid = conversation(client)
-        start(client, cid)
+        cid = create_model_conversation(client)
+        start_model_turn(client, cid)
         question = wait_pending(client, cid)
         assert reply(client, question["id"], answer=True).status_code == 200
         events = finished(client, cid)
@@ -548,8 +525,8 @@ def test_the_model_searches_reads_on_from_an_offset_and_renames_within_the_files
     )
     server = start_parley(PARLEY_LLM_READ_MAX_BYTES="10")
     with server.client(people.alice) as client:
-        cid = conversation(client)
-        start(client, cid, "Tidy the notes", confirm_writes=False)
+        cid = create_model_conversation(client)
+        start_model_turn(client, cid, "Tidy the notes", confirm_writes=False)
         events = finished(client, cid)
     assert events[-1]["type"] == "turn.completed"
     found, first, second, hidden, renamed = [
@@ -567,8 +544,8 @@ def test_a_turn_stops_at_its_most_model_calls_with_a_notice(start_parley, model,
     model.script(*(llm.tool_calls(("list_files", {})) for _ in range(2)))
     server = start_parley(PARLEY_LLM_MAX_STEPS="2")
     with server.client(people.alice) as client:
-        cid = conversation(client)
-        start(client, cid)
+        cid = create_model_conversation(client)
+        start_model_turn(client, cid)
         events = finished(client, cid)
     assert events[-1]["type"] == "turn.completed"
     assert len(model.requests) == 2 and model.remaining() == 0
@@ -584,8 +561,8 @@ def test_an_unreachable_model_server_is_tried_again_then_fails_the_turn(
         nowhere = f"http://127.0.0.1:{closed.getsockname()[1]}/v1"
     server = start_parley(PARLEY_LLM_BASE_URL=nowhere, PARLEY_LLM_MAX_RETRIES="1")
     with server.client(people.alice) as client:
-        cid = conversation(client)
-        start(client, cid)
+        cid = create_model_conversation(client)
+        start_model_turn(client, cid)
         events = finished(client, cid)
     (notice,) = of_type(events, "turn.notice")
     assert notice["data"]["text"] == (

@@ -5,15 +5,16 @@ import json
 
 from tests import llm_server as llm
 from tests.conftest import all_events, kill, wait_until
-from tests.conversations.test_openai_agent import (
-    conversation,
+from tests.helpers import (
+    create_model_conversation,
     finished,
     last_tool_result,
     of_type,
-    start,
+    reply,
+    start_model_turn,
     tool_messages,
+    wait_pending,
 )
-from tests.selection.test_questions_live import reply, wait_pending
 
 
 def test_a_turn_parked_on_the_models_question_resumes_after_a_restart_without_asking_again(
@@ -37,8 +38,8 @@ def test_a_turn_parked_on_the_models_question_resumes_after_a_restart_without_as
     )
     first = start_parley()
     with first.client(people.bob) as client:
-        cid = conversation(client)
-        start(client, cid, "Pick one")
+        cid = create_model_conversation(client)
+        start_model_turn(client, cid, "Pick one")
         question = wait_pending(client, cid)
     kill(first)
     second = start_parley(PARLEY_TURN_LEASE_SECONDS="3")
@@ -66,8 +67,8 @@ def test_a_reply_cut_by_a_crash_keeps_what_it_streamed_and_the_model_is_asked_ag
     model.script(llm.held("The first half"), llm.text("A whole new answer."))
     first = start_parley()
     with first.client(people.alice) as client:
-        cid = conversation(client)
-        start(client, cid)
+        cid = create_model_conversation(client)
+        start_model_turn(client, cid)
         wait_until(
             lambda: (
                 "".join(

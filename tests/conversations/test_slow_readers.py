@@ -9,8 +9,7 @@ import psutil
 from websockets.exceptions import ConnectionClosed
 
 from tests.conftest import events_until_terminal, receive_json
-from tests.conversations.test_health import samples
-from tests.conversations.test_live_stream import assert_contiguous, astart_turn
+from tests.helpers import assert_contiguous, astart_turn, samples
 
 FLOOD = 150_000  # events, about 190 bytes each: 27 MiB for every socket that watches it all
 

@@ -16,7 +16,7 @@ import websockets
 
 from conversations.models import Watcher
 from tests.conftest import all_events, receive_json
-from tests.selection.test_questions_live import ask, create_conversation, start, wait_pending
+from tests.helpers import ask, create_conversation, start, wait_pending
 
 FORM = {
     "type": "object",

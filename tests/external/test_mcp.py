@@ -13,51 +13,8 @@ from conversations.models import Conversation, Turn
 from external.models import ExternalTask
 from selection.models import Selection
 from tests.conftest import receive_json
+from tests.helpers import CHOICE, of_type, pending_question, reply_to, turn_events
 from tests.mcp_client import ACCEPT, INITIALIZE, mcp_session, open_raw_session
-
-CHOICE = {
-    "kind": "choice",
-    "prompt": "Which database?",
-    "options": [
-        {"label": "SQLite", "value": "sqlite"},
-        {"label": "PostgreSQL", "value": "pg", "description": "The `postgres` one"},
-    ],
-}
-
-
-async def pending_question(rest: httpx.AsyncClient, timeout: float = 30) -> dict:
-    """The oldest question the REST client may answer, once there is one."""
-    async with asyncio.timeout(timeout):
-        while True:
-            found = (await rest.get("/api/selections/", params={"status": "pending"})).json()
-            if found:
-                return found[0]
-            await asyncio.sleep(0.05)
-
-
-async def reply(rest: httpx.AsyncClient, question: dict, **body) -> None:
-    response = await rest.post(f"/api/selections/{question['id']}/reply/", json=body)
-    assert response.status_code == 200, response.text
-
-
-async def turn_events(rest: httpx.AsyncClient, cid: str, *, until_end=True, timeout=30) -> list:
-    """The conversation's stored events; with ``until_end``, once its last turn has ended."""
-    async with asyncio.timeout(timeout):
-        while True:
-            events = (await rest.get(f"/api/conversations/{cid}/events/?limit=1000")).json()
-            events = events["events"]
-            ended = events and events[-1]["type"] in (
-                "turn.completed",
-                "turn.failed",
-                "turn.cancelled",
-            )
-            if ended or not until_end:
-                return events
-            await asyncio.sleep(0.05)
-
-
-def of_type(events, kind):
-    return [event for event in events if event["type"] == kind]
 
 
 @pytest.fixture
@@ -89,7 +46,7 @@ async def test_an_outside_agent_asks_and_the_team_answers_over_rest(mcp_server, 
         await asyncio.wait_for(heard.wait(), 30)
         pending = await mcp.call_tool("pending", {})
         assert [row["id"] for row in pending.structuredContent["pending"]] == [question["id"]]
-        await reply(rest, question, answer="pg")
+        await reply_to(rest, question, answer="pg")
         result = await asyncio.wait_for(asking, 30)
         assert result.structuredContent == {
             "status": "answered",
@@ -155,7 +112,7 @@ async def test_every_kind_asked_and_answered_over_rest(mcp_server, people, files
             asking = asyncio.create_task(mcp.call_tool("ask", question))
             asked = await pending_question(rest)
             assert asked["kind"] == question["kind"]
-            await reply(rest, asked, answer=answer)
+            await reply_to(rest, asked, answer=answer)
             result = await asyncio.wait_for(asking, 30)
             assert result.structuredContent["status"] == "answered", result
             assert result.structuredContent["answer"] == answer
@@ -212,7 +169,7 @@ async def test_a_question_dismissed_or_declined(mcp_server, people, action, stat
         mcp_server.async_client(people.alice) as rest,
     ):
         asking = asyncio.create_task(mcp.call_tool("ask", {"kind": "confirm", "prompt": "Ship?"}))
-        await reply(rest, await pending_question(rest), action=action)
+        await reply_to(rest, await pending_question(rest), action=action)
         result = await asyncio.wait_for(asking, 30)
     assert result.structuredContent["status"] == status
     assert result.structuredContent["answer"] is None
@@ -272,7 +229,7 @@ async def test_two_outside_agents_in_two_conversations_at_once(mcp_server, peopl
                 await asyncio.sleep(0.05)
         assert len({question["conversation"] for question in found}) == 2
         for question in found:
-            await reply(rest, question, answer=f"for {question['prompt']}")
+            await reply_to(rest, question, answer=f"for {question['prompt']}")
         results = await asyncio.wait_for(asyncio.gather(*asking), 30)
     assert [r.structuredContent["answer"] for r in results] == ["for One?", "for Two?"]
 
@@ -391,7 +348,7 @@ async def test_a_question_asked_as_a_task_is_fetched_later_and_can_be_cancelled(
         assert created.task.ttl == 600_000
         question = await pending_question(rest)
         assert (await mcp.experimental.get_task(task_id)).status == "working"
-        await reply(rest, question, answer="sqlite")
+        await reply_to(rest, question, answer="sqlite")
         async with asyncio.timeout(30):
             while True:
                 if (await mcp.experimental.get_task(task_id)).status == "completed":

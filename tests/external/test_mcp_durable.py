@@ -6,7 +6,7 @@ import asyncio
 import httpx
 from mcp import types
 
-from tests.external.test_mcp import of_type, pending_question, reply, turn_events
+from tests.helpers import of_type, pending_question, reply_to, turn_events
 from tests.mcp_client import ACCEPT, mcp_session, open_raw_session, rpc_result
 
 
@@ -33,7 +33,7 @@ async def test_a_task_is_answered_after_its_server_restarted(make_server, people
     await asyncio.to_thread(first.stop)
     second = make_server()
     async with second.async_client(people.alice) as rest:
-        await reply(rest, question, answer=True)
+        await reply_to(rest, question, answer=True)
         events = await turn_events(rest, question["conversation"], timeout=60)
         async with mcp_session(second.url, people.bob.token) as mcp:
             found = await mcp.experimental.get_task(task["taskId"])

@@ -26,9 +26,16 @@ from hypothesis import strategies as st
 
 from conversations.agents import llm_tools
 from tests.conftest import all_events, wait_for_turn_end
-from tests.conversations.test_files import in_thread, server_paths, start_honoring_permissions
 from tests.fuzz.conftest import SCALE, budget
-from tests.selection.test_questions_live import create_conversation, reply, start, wait_pending
+from tests.helpers import (
+    create_conversation,
+    in_thread,
+    reply,
+    server_paths,
+    start,
+    start_honoring_permissions,
+    wait_pending,
+)
 
 # Trees (times PARLEY_FUZZ_SCALE under `make fuzz`): about a minute and a half here.
 EXAMPLES = 36

@@ -24,7 +24,7 @@ from schemathesis.specs.openapi.checks import (
 
 from tests.conftest import wait_for_turn_end
 from tests.fuzz.conftest import SCALE, budget
-from tests.selection.test_questions_live import ask, create_conversation, start, wait_pending
+from tests.helpers import ask, create_conversation, start, wait_pending
 
 # Cases per operation and generation mode (times PARLEY_FUZZ_SCALE under `make fuzz`).
 EXAMPLES = 30

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from conversations.models import Watcher
 from tests.conftest import wait_for_turn_end, wait_until
 from tests.fuzz.conftest import budget
-from tests.selection.test_questions_live import ask, create_conversation, start, wait_pending
+from tests.helpers import ask, create_conversation, start, wait_pending
 
 DAPHNE_LIMIT = 1024 * 1024
 # Memory the server may keep after the fuzz beyond what it held once warmed up: its caches and

@@ -8,16 +8,14 @@ from contextlib import closing
 import pytest
 
 from tests.conftest import all_events, wait_for_turn_end
-from tests.selection.test_admin_live import (
+from tests.helpers import (
     admin_of,
     answer_in_admin,
+    create_conversation,
     message_after,
+    outcomes,
     post_form,
     shown,
-)
-from tests.selection.test_questions_live import (
-    create_conversation,
-    outcomes,
     start,
     wait_pending,
 )

@@ -2,30 +2,25 @@
 as REST and the socket (driven through a real Daphne, as an admin's browser would)."""
 
 import asyncio
-import html
 import json
-import re
 
-import httpx
 import pytest
 from django.contrib.admin.utils import quote
 
-from tests.conftest import all_events, log_in, receive_json, wait_for_turn_end
-from tests.selection.test_questions_live import (
+from tests.conftest import all_events, receive_json, wait_for_turn_end
+from tests.helpers import (
+    admin_of,
+    answer_in_admin,
     ask,
     create_conversation,
+    message_after,
     outcomes,
     reply,
+    run_admin_action,
+    shown,
     start,
     wait_pending,
 )
-
-
-def admin_of(server, people) -> httpx.Client:
-    """Alice, made a superuser, logged in to the admin of the live server."""
-    people.alice.user.is_staff = people.alice.user.is_superuser = True
-    people.alice.user.save()
-    return log_in(server, "alice", "/admin/login/")
 
 
 @pytest.fixture
@@ -33,38 +28,6 @@ def admin(server, people):
     client = admin_of(server, people)
     yield client
     client.close()
-
-
-def post_form(client, path, data):
-    page = client.get(path)
-    token = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', page.text).group(1)
-    return client.post(
-        path,
-        data={**data, "csrfmiddlewaretoken": token},
-        headers={"Referer": f"{client.base_url}{path}"},
-    )
-
-
-def answer_in_admin(admin, sid, action="answer", **fields):
-    """Send the admin's answer form: ``fields`` by name (``path="notes/ideas.md"``)."""
-    data = {f"answer-{name}": value for name, value in fields.items()}
-    return post_form(admin, f"/admin/selection/selection/{sid}/answer/", {"action": action, **data})
-
-
-def run_admin_action(admin, model_path, action, ids):
-    return post_form(admin, model_path, {"action": action, "_selected_action": ids, "index": "0"})
-
-
-def shown(page) -> str:
-    """A page's text as a person reads it (entities decoded)."""
-    return html.unescape(page.text)
-
-
-def message_after(admin, response) -> str:
-    """The admin's message on the page a POST redirected to."""
-    assert response.status_code == 302, response.text
-    page = shown(admin.get(response.headers["Location"]))
-    return re.search(r'<ul class="messagelist">\s*<li class="\w+">([^<]*)</li>', page).group(1)
 
 
 def normalized(events):

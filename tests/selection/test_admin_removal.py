@@ -12,18 +12,16 @@ from django.contrib.admin.utils import quote
 from conversations.runtime.parking import parking
 from selection.models import Selection
 from tests.conftest import all_events, wait_for_turn_end
-from tests.selection.test_admin_live import (
+from tests.helpers import (
     admin_of,
-    message_after,
-    post_form,
-    run_admin_action,
-    shown,
-)
-from tests.selection.test_questions_live import (
     ask,
     create_conversation,
+    message_after,
     outcomes,
+    post_form,
     reply,
+    run_admin_action,
+    shown,
     start,
     wait_pending,
 )

@@ -9,7 +9,7 @@ import pytest
 from conversations.runtime.parking import parking
 from conversations.runtime.runner import turn_runner
 from selection.models import Selection
-from tests.conversations.test_consumer import communicator, events_until_terminal
+from tests.helpers import communicator, communicator_events_until_terminal
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -35,7 +35,7 @@ async def test_stop_while_parked_ends_the_task_and_frees_the_parking(people, con
     assert turn_runner.is_running(turn_id) and len(parking) == 1
     task = turn_runner._running[turn_id].agent_task
     await comm.send_json_to({"type": "turn.cancel", "ref": "stop", "turn_id": turn_id})
-    events = await events_until_terminal(comm)
+    events = await communicator_events_until_terminal(comm)
     await comm.disconnect()
     assert [e["type"] for e in events][-2:] == ["selection.resolved", "turn.cancelled"]
     assert task.cancelled()

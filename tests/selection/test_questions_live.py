@@ -7,97 +7,9 @@ import time
 import pytest
 
 from tests.conftest import all_events, events_until_terminal, receive_json, wait_for_turn_end
+from tests.helpers import KINDS, ask, create_conversation, outcomes, reply, start, wait_pending
 
 TERMINAL = ("turn.completed", "turn.failed", "turn.cancelled")
-
-
-def create_conversation(client, agent="scripted", title="Questions") -> str:
-    response = client.post(
-        "/api/conversations/", json={"workspace": "team", "title": title, "agent": agent}
-    )
-    assert response.status_code == 201, response.text
-    return response.json()["id"]
-
-
-def start(client, cid, steps_or_text, interactive=True) -> str:
-    text = steps_or_text if isinstance(steps_or_text, str) else json.dumps(steps_or_text)
-    response = client.post(
-        f"/api/conversations/{cid}/turns/", json={"input": text, "interactive": interactive}
-    )
-    assert response.status_code == 202, response.text
-    return response.json()["turn"]
-
-
-def wait_pending(client, cid, timeout=15) -> dict:
-    """The conversation's pending question, once the turn has asked it."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        pending = client.get(f"/api/conversations/{cid}/in-flight/").json()["pending_selections"]
-        if pending:
-            return pending[0]
-        time.sleep(0.02)
-    raise AssertionError("no question was asked")
-
-
-def reply(client, selection_id, **body):
-    return client.post(f"/api/selections/{selection_id}/reply/", json=body)
-
-
-def outcomes(events) -> list[dict]:
-    """What the scripted agent said of each question, in order."""
-    said = [e["data"]["text"] for e in events if e["type"] == "message.completed"]
-    return [json.loads(text) for text in said if text.startswith('{"status"')]
-
-
-def ask(**spec) -> dict:
-    return {"ask": {"prompt": "Well?", **spec}}
-
-
-KINDS = [
-    # (question, a refused answer and what the refusal says, a good answer, what the agent gets)
-    (
-        ask(kind="path", mode="file", root="notes"),
-        ("../README.md", "may not contain '..'"),
-        "ideas.md",
-        "ideas.md",
-    ),
-    (
-        ask(kind="path", mode="folder"),
-        ("README.md", "asks for a folder"),
-        "reports",
-        "reports",
-    ),
-    (
-        ask(kind="choice", options=["red", "green", "blue"]),
-        ("purple", "not one of the options"),
-        "green",
-        "green",
-    ),
-    (
-        ask(kind="choice", options=["a", "b", "c"], multiple=True, max_choices=2),
-        (["a", "b", "c"], "choose from 1 to 2"),
-        ["c", "a"],
-        ["c", "a"],
-    ),
-    (ask(kind="text"), ("   ", "some text is required"), " Hello there ", "Hello there"),
-    (ask(kind="confirm"), ("yes", "true or false"), False, False),
-    (
-        ask(
-            kind="form",
-            schema={
-                "type": "object",
-                "properties": {
-                    "title": {"type": "string", "minLength": 1},
-                    "count": {"type": "integer", "minimum": 1},
-                },
-                "required": ["title"],
-            },
-        ),
-        ({"count": 0}, "'title' is a required property"),
-        {"title": "Plan", "count": 3},
-        {"title": "Plan", "count": 3},
-    ),
-]
 
 
 @pytest.mark.parametrize("question, refused, answer, value", KINDS, ids=lambda k: str(k)[:30])

@@ -8,12 +8,7 @@ import pytest
 import websockets
 
 from tests.conftest import all_events, receive_json, wait_for_turn_end, wait_until
-from tests.selection.test_questions_live import (
-    ask,
-    create_conversation,
-    start,
-    wait_pending,
-)
+from tests.helpers import ask, create_conversation, start, wait_pending
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
