@@ -372,3 +372,20 @@ def test_every_module_is_a_short_read_and_conversations_holds_one_app():
         if (path.suffix == ".py" or (path / "__init__.py").exists()) and path.name != "migrations"
     ]
     assert len(entries) <= 25, sorted(entries)
+
+
+# Tests ------------------------------------------------------------------------------------------
+
+
+def test_no_test_module_imports_another():
+    # Shared helpers live in tests/helpers.py, tests/conftest.py or a folder's conftest.py.
+    tests = ROOT / "tests"
+    offenders = []
+    for path in sorted(tests.rglob("*.py")):
+        module = _module_name(path)
+        tree = ast.parse(path.read_text(), filename=str(path))
+        for name in _imported_names(tree, module, path.name == "__init__.py"):
+            leaf = name.rsplit(".", 1)[-1]
+            if name.startswith("tests.") and leaf.startswith("test_"):
+                offenders.append(f"{module} -> {name}")
+    assert offenders == []
