@@ -21,7 +21,6 @@ from django.db import connection, transaction
 from django.utils import timezone
 from prometheus_client.parser import text_string_to_metric_families
 
-from config.asgi import application
 from conversations import services
 from conversations.models import Membership, Turn
 from core.people import person
@@ -189,7 +188,11 @@ def assert_whole(events) -> None:
 # The socket through Channels' communicator (the ASGI app in this process) ------------------------
 
 
-def communicator(conversation_id, person=None, query="", headers=None, app=application):
+def communicator(conversation_id, person=None, query="", headers=None, app=None):
+    if app is None:
+        # Imported when first used: loading the ASGI app (and Daphne's set-up with it) is not
+        # every module's business.
+        from config.asgi import application as app
     headers = list(headers or [])
     if person is not None:
         headers.append((b"authorization", f"Token {person.token}".encode()))

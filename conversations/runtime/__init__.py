@@ -1,7 +1,8 @@
 """The turn runtime: how turns run inside a server process.
 
 - ``runner``: the turn runner (a task per turn, its lease, its one terminal event);
-- ``context``: the turn context, all an agent may call;
+- ``context``: the turn context, all an agent may call (``asking``: its questions);
+- ``parking``: turns parked on a question, woken through their inbox or by the poller;
 - ``writer``: the event writer (a turn's events written in batches, in order);
 - ``inbox``: control inboxes (Stop, steering, wake-ups, from any process);
 - ``journal``: a turn's journal and its replay, from which a resumed turn is rebuilt;

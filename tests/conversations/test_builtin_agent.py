@@ -1,9 +1,14 @@
 """The builtin agent, run as real turns through the socket in this process."""
 
 import os
+import time
+from datetime import datetime
 
 import pytest
+from asgiref.sync import sync_to_async
 
+from conversations import services
+from conversations.models import TurnStep
 from tests.helpers import communicator, communicator_events_until_terminal
 
 
@@ -338,3 +343,37 @@ async def test_files_whose_paths_are_too_long_to_name_are_left_out_of_matches(
     _, reply, _ = await converse(conversation, people.bob, f'list "{parent}"', [])
     assert reply.startswith(f"`{parent}` is empty."), reply
     assert f"`{parent}/{deep.name}`: its path is longer than 1024 characters" in reply
+
+
+async def test_recent_lists_what_changed_counted_from_the_time_the_turn_was_given(
+    people, conversation, files_root
+):
+    day = 24 * 3600
+    now = time.time()
+    for name, age in (("notes/fresh.md", 120), ("reports/week.md", 3 * day), ("old.md", 10 * day)):
+        (files_root / name).write_text("x\n")
+        os.utime(files_root / name, (now - age, now - age))
+    # Every other file of the demo workspace is older than any span asked.
+    for path in files_root.rglob("*"):
+        if path.is_file() and path.name not in ("fresh.md", "week.md", "old.md"):
+            os.utime(path, (now - 400 * day, now - 400 * day))
+    events, reply, tools = await run(conversation, people.bob, "recent")
+    assert events[-1]["type"] == "turn.completed"
+    assert [f["path"] for f in tools[0]["result"]["files"]] == ["notes/fresh.md", "reports/week.md"]
+    assert reply.startswith("Changed in the last 7 days, newest first:")
+    assert "- `notes/fresh.md`, 2 minutes ago" in reply
+    assert "- `reports/week.md`, 3 days ago" in reply and "old.md" not in reply
+    for request_text, says in (
+        ("recent 1", "Changed in the last day, newest first:\n\n- `notes/fresh.md`, 2 minutes"),
+        ("recent 400 days", "Tell me a number of days, from 1 to 366: `recent 3`."),
+        ("recent lately", "Tell me a number of days, from 1 to 366: `recent 3`."),
+    ):
+        other = await sync_to_async(services.conversation_create)(
+            workspace=conversation.workspace, user=people.bob.user, title=request_text
+        )
+        _, reply, _ = await run(other, people.bob, request_text)
+        assert reply.startswith(says) and "week.md" not in reply, reply
+    # The time it counted from is in the turn's journal, for a resumed turn to count the same.
+    clock = await TurnStep.objects.filter(turn_id=events[0]["turn"], kind="clock").aget()
+    began = datetime.fromisoformat(clock.outcome["value"]).timestamp()
+    assert now - 5 <= began <= time.time()

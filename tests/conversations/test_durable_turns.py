@@ -4,11 +4,13 @@ longer matches its agent fails cleanly, and long waits leave the process's memor
 
 import json
 import os
+import random
 from collections import Counter
 
 import pytest
 from django.utils import timezone
 
+from conversations.models import TurnStep
 from selection.models import Selection
 from tests.conftest import all_events, kill, wait_for_turn_end, wait_until
 from tests.helpers import (
@@ -149,6 +151,47 @@ def test_a_turn_killed_in_a_tool_runs_that_tool_again_and_no_finished_one(
     assert "Interrupted" in interrupted["data"]["error"]
     assert streamed_text(events).count("Between the tools. ") == 1
     assert '{"runs": 2}' in streamed_text(events)
+
+
+def test_the_time_and_chance_a_turn_was_given_are_given_again_when_it_resumes(make_server, people):
+    """ctx.now() and ctx.random() are recorded: a turn resumed after a restart replays what it
+    said with them (matched against what is stored, so a new value would fail the turn), then
+    goes on drawing where the recording left off."""
+    script = [{"now": True}, {"random": 3}, ask(kind="text"), {"now": True}, {"random": 2}]
+    first = make_server()
+    with first.client(people.bob) as client:
+        cid = create_conversation(client)
+        turn = start(client, cid, script)
+        pending = wait_pending(client, cid)
+    first.stop()
+    second = make_server()
+    with second.client(people.bob) as client:
+        assert reply(client, pending["id"], answer="go on").status_code == 200
+        wait_for_turn_end(client, cid, timeout=60)
+        events = all_events(client, cid)
+    assert_whole(events)
+    assert events[-1]["type"] == "turn.completed"
+    assert [e["type"] for e in events].count("turn.resumed") == 1
+    said = [
+        json.loads(e["data"]["text"])
+        for e in events
+        if e["type"] == "message.completed" and e["data"]["text"].startswith('{"')
+    ]
+    before_now, before_random, _answer, after_now, after_random = said
+    assert streamed_text(events).count(json.dumps(before_random)) == 1
+    # Times from the clock of each run, in order; draws that go on from the recorded seed.
+    assert before_now["now"] <= after_now["now"] <= timezone.now().isoformat()
+    drawn = before_random["random"] + after_random["random"]
+    assert len(set(drawn)) == 5 and all(0 <= x < 1 for x in drawn)
+    steps = list(
+        TurnStep.objects.filter(turn_id=turn, kind__in=["clock", "seed"]).values_list(
+            "kind", "outcome"
+        )
+    )
+    assert [kind for kind, _ in steps] == ["clock", "seed", "clock"]
+    assert steps[0][1] == {"value": before_now["now"]}
+    seeded = random.Random(steps[1][1]["value"])
+    assert [seeded.random() for _ in range(5)] == drawn
 
 
 def test_a_journal_that_no_longer_matches_its_agent_fails_the_turn_cleanly(make_server, people):

@@ -5,9 +5,11 @@ streaming, tools, questions, steering, Stop, retries, errors and history."""
 import asyncio
 import json
 import socket
+from datetime import datetime
 
 import pytest
 
+from conversations.questions import OPTION
 from tests import llm_server as llm
 from tests.conftest import LLM_KEY as KEY
 from tests.conftest import all_events, receive_json, wait_until
@@ -212,6 +214,33 @@ def test_a_dismissed_and_an_expired_question_reach_the_model(start_parley, model
     assert last_tool_result(second)["status"] == "dismissed"
     assert last_tool_result(third)["status"] == "expired"
     assert "expired" in last_tool_result(third)["note"]
+
+
+def test_the_model_is_told_the_date_and_its_options_need_no_value(start_parley, model, people):
+    # ask_choice's schema comes from the question kinds' definition: an option's value is its
+    # label when the model leaves it out.
+    options = [{"label": "Red"}, {"label": "Green", "description": "like grass"}]
+    model.script(
+        llm.tool_calls(("ask_choice", {"prompt": "Which colour?", "options": options})),
+        llm.text("Green it is."),
+    )
+    server = start_parley()
+    with server.client(people.bob) as client:
+        cid = create_model_conversation(client)
+        start_model_turn(client, cid)
+        question = wait_pending(client, cid)
+        assert [o["value"] for o in question["options"]] == ["Red", "Green"]
+        assert reply(client, question["id"], answer="Green").status_code == 200
+        events = finished(client, cid)
+    assert events[-1]["type"] == "turn.completed"
+    first, second = model.wait_requests(2)
+    assert last_tool_result(second)["answer"] == "Green"
+    (ask_choice,) = [t for t in first["tools"] if t["function"]["name"] == "ask_choice"]
+    assert ask_choice["function"]["parameters"]["properties"]["options"]["items"] == OPTION
+    # The date, from ctx.now(): the day of the turn (its start's, or its end's past midnight).
+    days = {datetime.fromisoformat(e["ts"].replace("Z", "+00:00")) for e in (events[0], events[-1])}
+    told = first["messages"][0]["content"]
+    assert any(f"Today is {day:%A %d %B %Y} (UTC)." in told for day in days), told
 
 
 def test_steering_mid_stream_reaches_the_model_at_its_next_step(start_parley, model, people):

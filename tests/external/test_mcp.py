@@ -10,6 +10,7 @@ from mcp import types
 from mcp.shared.exceptions import McpError
 
 from conversations.models import Conversation, Turn
+from conversations.questions import MAX_PROMPT_CHARS, OPTION, PROMPT
 from external.models import ExternalTask
 from selection.models import Selection
 from tests.conftest import receive_json
@@ -313,6 +314,30 @@ async def test_a_viewer_may_not_ask_and_a_stranger_finds_no_conversation(mcp_ser
     assert await Conversation.objects.acount() == 1
 
 
+async def test_an_option_without_a_value_is_answered_with_its_label(mcp_server, people):
+    # As the tool's schema (derived from the question kinds' definition) tells an outside agent.
+    async with (
+        mcp_session(mcp_server.url, people.bob.token) as mcp,
+        mcp_server.async_client(people.alice) as rest,
+    ):
+        (ask,) = [tool for tool in (await mcp.list_tools()).tools if tool.name == "ask"]
+        assert ask.inputSchema["properties"]["options"]["items"] == OPTION
+        assert ask.inputSchema["properties"]["prompt"] == PROMPT.json_schema()
+        options = [{"label": "Monday"}, {"label": "Friday", "description": "Risky"}]
+        asking = asyncio.create_task(
+            mcp.call_tool("ask", {"kind": "choice", "prompt": "Deploy when?", "options": options})
+        )
+        asked = await pending_question(rest)
+        assert asked["options"] == [
+            {"label": "Monday", "value": "Monday"},
+            {"label": "Friday", "value": "Friday", "description": "Risky"},
+        ]
+        await reply_to(rest, asked, answer="Friday")
+        result = await asyncio.wait_for(asking, 30)
+    assert result.structuredContent["answer"] == "Friday"
+    assert 'alice answered: "Friday"' in result.content[0].text
+
+
 async def test_malformed_arguments_are_a_clear_tool_error_and_nothing_is_stored(mcp_server, people):
     bad = [
         ({"kind": "poll", "prompt": "?"}, "kind"),
@@ -324,6 +349,7 @@ async def test_malformed_arguments_are_a_clear_tool_error_and_nothing_is_stored(
         ({"kind": "text", "prompt": "?", "addressee": "ghost"}, "cannot answer questions"),
         ({"kind": "text", "prompt": "?", "timeout": -1}, "timeout"),
         ({"kind": "text", "prompt": "?", "colour": "red"}, "colour"),
+        ({"kind": "text", "prompt": "?" * (MAX_PROMPT_CHARS + 1)}, "is too long"),
     ]
     async with mcp_session(mcp_server.url, people.bob.token) as mcp:
         for arguments, says in bad:
