@@ -10,7 +10,7 @@ from typing import Any
 
 from django.conf import settings
 
-from core.dbthreads import run_db
+from core.dbthreads import run_db, run_db_retrying
 from core.process import process_id
 
 from .. import hooks, selectors
@@ -54,6 +54,8 @@ class Answer:
 class Asking:
     """The turn context's questions (a part of TurnContext, which provides the journal, the
     writer and the turn's attributes this uses)."""
+
+    __slots__ = ()
 
     async def ask(
         self,
@@ -112,21 +114,29 @@ class Asking:
             await self._writer.drain()
             self._questions += 1
             selection_id = selection_id or new_selection_id()
-            store = partial(
-                hooks.questions.get().store,
-                selection_id=selection_id,
-                turn_id=self.turn_id,
-                ordinal=self._questions,
-                fields=question,
-                addressee=person,
-                timeout_seconds=timeout or settings.PARLEY_SELECTION_TIMEOUT_SECONDS,
-                process=process_id(),
-                step=self._new_step("ask", kind, asked, said, {}),
-                escalate=escalate,
-            )
-            outcome = await parking.ask(
-                selection_id, store, turn_id=self.turn_id, releasable=self._releasable
-            )
+            # Ready for the wake-up before the question is stored: someone may answer the
+            # moment selection.requested is published.
+            with parking.expecting(selection_id):
+                await run_db_retrying(
+                    partial(
+                        hooks.questions.get().store,
+                        selection_id=selection_id,
+                        turn_id=self.turn_id,
+                        ordinal=self._questions,
+                        fields=question,
+                        addressee=person,
+                        timeout_seconds=timeout or settings.PARLEY_SELECTION_TIMEOUT_SECONDS,
+                        process=process_id(),
+                        step=self._new_step("ask", kind, asked, said, {}),
+                        escalate=escalate,
+                    )
+                )
+                # What the question was made of is stored: a parked turn keeps none of it.
+                del fields, common, question, person
+                outcome = await parking.wait(
+                    selection_id, turn_id=self.turn_id, releasable=self._releasable
+                )
+            outcome = {"selection": selection_id, **outcome}
         self._catch_up_on_steering()
         return Answer.of(outcome)
 

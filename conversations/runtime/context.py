@@ -90,6 +90,17 @@ class TurnContext(Asking):
     :meth:`random`): that is what lets a resumed turn be rebuilt from its journal.
     """
 
+    # Slots rather than a __dict__: a parked turn keeps its context, and a thousand parked turns
+    # keep a thousand.
+    __slots__ = (
+        *("turn_id", "conversation_id", "input", "history", "interactive", "confirm_writes"),
+        *("model", "usage", "files_root", "started_by", "interruption"),
+        *("_created_at", "_writer", "_resumable", "_releasable", "_message", "_said"),
+        *("_next_step", "_messages_ended", "_messages_stored", "_steering", "_steering_seen"),
+        *("_calls", "_questions", "_workspace_id", "_background", "_live_only", "_random"),
+        *("_journal", "_replay", "_diverged"),
+    )
+
     def __init__(
         self,
         *,

@@ -12,7 +12,6 @@ The questions themselves are the selection app's: they are stored and read throu
 
 import asyncio
 import logging
-from collections.abc import Callable
 from contextlib import contextmanager
 
 from django.conf import settings
@@ -95,18 +94,6 @@ class Parking:
             outcome = await run_db_retrying(hooks.questions.get().outcome, selection_id)
             if outcome is not None:
                 return outcome
-
-    async def ask(
-        self, selection_id: str, store: Callable[[], object], *, turn_id: str, releasable: bool
-    ) -> dict:
-        """Store a question (``store``, in a database thread) and wait for its outcome (see
-        :meth:`wait`), ready for its wake-up from before it is stored: someone may answer the
-        moment ``selection.requested`` is published. Returns ``{"selection", "status",
-        "answer", "answered_by"}``."""
-        with self.expecting(selection_id):
-            await run_db_retrying(store)
-            outcome = await self.wait(selection_id, turn_id=turn_id, releasable=releasable)
-        return {"selection": selection_id, **outcome}
 
     async def wait_again(self, selection_id: str, *, turn_id: str, releasable: bool) -> dict:
         """For a resumed turn: the outcome of a question it had asked (as :meth:`ask` returns
