@@ -8,6 +8,7 @@ from django.utils.module_loading import import_string
 
 from conversations.agents import agents, load_agent
 from conversations.questions import MAX_OPTIONS, MAX_PROMPT_CHARS, clean_question
+from tests.conftest import LiveServer
 
 
 @pytest.fixture
@@ -114,4 +115,15 @@ def test_every_configured_agent_is_resolved_once_and_a_wrong_one_is_named(settin
         agents.load()
     assert "PARLEY_AGENTS['mine']: 'conversations.questions.KINDS' is not an Agent" in str(
         not_an_agent.value
+    )
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_server_whose_agent_cannot_be_imported_stops_at_its_start_naming_it(tmp_path):
+    with pytest.raises(RuntimeError) as refused:
+        LiveServer(tmp_path / "daphne.log", {"PARLEY_AGENTS": '{"mine": "nowhere.MineAgent"}'})
+    assert "Daphne exited early" in str(refused.value)
+    assert (
+        "ImproperlyConfigured: PARLEY_AGENTS['mine']: cannot import 'nowhere.MineAgent': "
+        "No module named 'nowhere'" in str(refused.value)
     )
