@@ -162,13 +162,19 @@ def explain(exc: Exception, path: str) -> str:
 
 
 def summary_of(root: Path, path: str) -> dict:
+    text = text_of(root, path)
+    return text if isinstance(text, dict) else summarize_text(text)
+
+
+def text_of(root: Path, path: str) -> str | dict:
+    """The text of the file at ``path``, or ``{"error"}`` saying why it cannot be read."""
     try:
         text = read_text(regular_file(root, path), path)
     except (UnsafePath, FileNotFoundError, IsADirectoryError) as exc:
         return {"error": explain(exc, path)}
     if text is None:
         return {"error": f"`{path}` is not a text file I can read."}
-    return summarize_text(text)
+    return text
 
 
 def regular_file(root: Path, path: str) -> Path:
@@ -186,12 +192,9 @@ def regular_file(root: Path, path: str) -> Path:
 def compare_files(root: Path, first: str, second: str) -> dict:
     texts = []
     for path in (first, second):
-        try:
-            text = read_text(regular_file(root, path), path)
-        except (UnsafePath, FileNotFoundError, IsADirectoryError) as exc:
-            return {"error": explain(exc, path)}
-        if text is None:
-            return {"error": f"`{path}` is not a text file I can read."}
+        text = text_of(root, path)
+        if isinstance(text, dict):
+            return text
         texts.append(text.splitlines())
     one, two = texts
     matcher = difflib.SequenceMatcher(a=one, b=two, autojunk=False)
