@@ -43,7 +43,8 @@ class ScriptedAgent(Agent):
     with ``ctx.call_tool`` that notes each run in the workspace's ``tool-runs.log`` (with
     ``"hold": true`` its first run never ends: a test stops the process in the middle of it);
     ``{"history": true}`` says ``ctx.history``; ``{"now": true}`` says ``ctx.now()`` and
-    ``{"random": n}`` says n numbers drawn from ``ctx.random()``.
+    ``{"random": n}`` says n numbers drawn from ``ctx.random()`` (with ``"in_step": true``,
+    read inside a recorded ``ctx.step``).
     It can be resumed (its sleeps are skipped while it replays).
     """
 
@@ -64,11 +65,8 @@ class ScriptedAgent(Agent):
                 await ctx.say(json.dumps({"steering": ctx.steering()}))
             elif "history" in step:
                 await ctx.say(json.dumps({"history": ctx.history}))
-            elif "now" in step:
-                await ctx.say(json.dumps({"now": ctx.now().isoformat()}))
-            elif "random" in step:
-                drawn = [ctx.random().random() for _ in range(step["random"])]
-                await ctx.say(json.dumps({"random": drawn}))
+            elif "now" in step or "random" in step:
+                await ctx.say(json.dumps(await _time_and_chance(ctx, step)))
             elif "await_steering" in step:
                 await ctx.say(json.dumps({"steering": await _next_steering(ctx, step)}))
             elif "tool" in step:
@@ -86,6 +84,17 @@ class ChangedScriptedAgent(ScriptedAgent):
     async def run(self, ctx):
         await ctx.say("Hello! ")
         await super().run(ctx)
+
+
+async def _time_and_chance(ctx, step: dict) -> dict:
+    def read():
+        if "now" in step:
+            return {"now": ctx.now().isoformat()}
+        return {"random": [ctx.random().random() for _ in range(step["random"])]}
+
+    if step.get("in_step"):
+        return await ctx.step("time and chance", read, {"step": step})
+    return read()
 
 
 def _run_tool(files_root: Path, step: dict) -> int:

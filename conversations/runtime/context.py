@@ -384,7 +384,7 @@ class TurnContext(Asking):
         the same numbers (as Temporal's ``workflow.random()``). Inside the function of a step
         or a tool, a generator of its own, unrecorded."""
         if self._live_only:
-            return random.Random(secrets.randbits(64))
+            return random.Random(secrets.randbits(63))
         if self._random is None:
             self._check()
             recorded = self._replay_step("seed", "random", {})

@@ -157,7 +157,16 @@ def test_the_time_and_chance_a_turn_was_given_are_given_again_when_it_resumes(ma
     """ctx.now() and ctx.random() are recorded: a turn resumed after a restart replays what it
     said with them (matched against what is stored, so a new value would fail the turn), then
     goes on drawing where the recording left off."""
-    script = [{"now": True}, {"random": 3}, ask(kind="text"), {"now": True}, {"random": 2}]
+    script = [
+        {"now": True},
+        {"random": 3},
+        # Read inside a step: the clock's and a generator of its own, the step's outcome recorded.
+        {"now": True, "in_step": True},
+        {"random": 2, "in_step": True},
+        ask(kind="text"),
+        {"now": True},
+        {"random": 2},
+    ]
     first = make_server()
     with first.client(people.bob) as client:
         cid = create_conversation(client)
@@ -177,10 +186,10 @@ def test_the_time_and_chance_a_turn_was_given_are_given_again_when_it_resumes(ma
         for e in events
         if e["type"] == "message.completed" and e["data"]["text"].startswith('{"')
     ]
-    before_now, before_random, _answer, after_now, after_random = said
+    before_now, before_random, in_step_now, in_step_random, _answer, after_now, after_random = said
     assert streamed_text(events).count(json.dumps(before_random)) == 1
     # Times from the clock of each run, in order; draws that go on from the recorded seed.
-    assert before_now["now"] <= after_now["now"] <= timezone.now().isoformat()
+    assert before_now["now"] <= in_step_now["now"] <= after_now["now"] <= timezone.now().isoformat()
     drawn = before_random["random"] + after_random["random"]
     assert len(set(drawn)) == 5 and all(0 <= x < 1 for x in drawn)
     steps = list(
@@ -189,9 +198,12 @@ def test_the_time_and_chance_a_turn_was_given_are_given_again_when_it_resumes(ma
         )
     )
     assert [kind for kind, _ in steps] == ["clock", "seed", "clock"]
+    recorded = TurnStep.objects.filter(turn_id=turn, kind="step").values_list("outcome", flat=True)
+    assert [o["value"] for o in recorded] == [in_step_now, in_step_random]
     assert steps[0][1] == {"value": before_now["now"]}
     seeded = random.Random(steps[1][1]["value"])
     assert [seeded.random() for _ in range(5)] == drawn
+    assert not set(in_step_random["random"]) & set(drawn)
 
 
 def test_a_journal_that_no_longer_matches_its_agent_fails_the_turn_cleanly(make_server, people):

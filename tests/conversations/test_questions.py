@@ -7,7 +7,12 @@ from django.core.exceptions import ImproperlyConfigured
 from django.utils.module_loading import import_string
 
 from conversations.agents import agents, load_agent
-from conversations.questions import MAX_OPTIONS, MAX_PROMPT_CHARS, clean_question
+from conversations.questions import (
+    MAX_LABEL_CHARS,
+    MAX_OPTIONS,
+    MAX_PROMPT_CHARS,
+    clean_question,
+)
 from tests.conftest import LiveServer
 
 
@@ -69,6 +74,7 @@ def test_defaults_come_from_the_definition(root):
         ({"kind": "choice", "options": []}, f"A choice needs 1 to {MAX_OPTIONS} options."),
         ({"kind": "choice"}, f"A choice needs 1 to {MAX_OPTIONS} options."),
         ({"kind": "choice", "options": [{"value": "v"}]}, "Each option needs a label"),
+        ({"kind": "choice", "options": ["x" * (MAX_LABEL_CHARS + 1)]}, "is too long"),
         ({"kind": "choice", "options": ["a", {"label": "b", "value": "a"}]}, "values are unique"),
         (
             {"kind": "choice", "options": ["a", "b"], "multiple": True, "max_choices": 3},
