@@ -79,9 +79,14 @@ async def check() -> int:
     """Revoke what is held here and was lost in the database. Returns how many."""
     if not _held:
         return 0
-    roles = await run_db(_roles, {(held.user_id, held.workspace_id) for held in _held})
+    # What is held now: access taken while the database is read is not in what it answers
+    # (the next check sees it).
+    checking = list(_held)
+    roles = await run_db(_roles, {(held.user_id, held.workspace_id) for held in checking})
     revoked = 0
-    for held in list(_held):
+    for held in checking:
+        if held not in _held:
+            continue  # let go meanwhile
         role = roles.get((held.user_id, held.workspace_id))
         if role is None:
             kind = REMOVED

@@ -12,6 +12,7 @@ from asgiref.sync import sync_to_async
 from django.contrib.auth import get_user_model
 from django.db import connection
 
+from conversations import revocation
 from tests.conftest import receive_json, wait_until
 from tests.helpers import (
     CEILING,
@@ -154,3 +155,30 @@ async def test_an_account_deactivated_by_sql_loses_every_socket_at_the_next_upke
         f"ws://127.0.0.1:{server.port}/ws/me/", additional_headers=people.bob.headers
     ) as me:
         assert await closed_with(me) == 4401
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_access_taken_while_a_check_reads_the_database_is_kept(people):
+    # A socket or an MCP session opened while another process's change is being checked here
+    # is not in what the check read: it must not be taken for one whose access was lost.
+    revoked = []
+    first = revocation.hold(
+        user_id=people.alice.user.pk,
+        workspace_id=people.workspace.pk,
+        role="owner",
+        revoke=revoked.append,
+    )
+    checking = asyncio.ensure_future(revocation.check())
+    await asyncio.sleep(0)  # the check has taken what is held and waits for the database
+    second = revocation.hold(
+        user_id=people.bob.user.pk,
+        workspace_id=people.workspace.pk,
+        role="member",
+        revoke=revoked.append,
+    )
+    try:
+        assert await asyncio.wait_for(checking, CEILING) == 0
+        assert revoked == []
+    finally:
+        revocation.let_go(first)
+        revocation.let_go(second)
