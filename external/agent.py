@@ -53,6 +53,7 @@ class Link:
         self.turn_id = turn_id
         self._queue: asyncio.Queue[Command | None] = asyncio.Queue()
         self.ended = asyncio.Event()
+        self._notice: str | None = None
 
     def submit(self, work: Work) -> Command:
         """Hand the turn something to do; its result comes on ``command.future`` (cancelled
@@ -63,10 +64,13 @@ class Link:
         self._queue.put_nowait(command)
         return command
 
-    def close(self) -> None:
-        """The session ended: the agent cuts short what still waits and ends the turn (a link
-        whose turn never started serving is forgotten here too)."""
+    def close(self, *, notice: str | None = None) -> None:
+        """The session ended: the agent cuts short what still waits and ends the turn, telling
+        everyone watching ``notice`` if given (a link whose turn never started serving is
+        forgotten here too)."""
         _links.pop(self.turn_id, None)
+        if notice is not None and not self.ended.is_set():
+            self._notice = notice
         self._queue.put_nowait(None)
 
     async def serve(self, ctx) -> None:
@@ -89,6 +93,8 @@ class Link:
             while not self._queue.empty():
                 if (left := self._queue.get_nowait()) is not None:
                     left.future.cancel()
+        if self._notice is not None:
+            ctx.notice("session_ended", self._notice)
 
     async def _do(self, ctx, command: Command) -> None:
         try:

@@ -91,12 +91,14 @@ async def _call_tool(name: str, arguments: dict):
     if (error := argument_error(name, arguments)) is not None:
         return tool_result({"error": error}, error, error=True)
     try:
-        return await HANDLERS[name](session, arguments, context)
+        try:
+            return await HANDLERS[name](session, arguments, context)
+        except LinkEnded:
+            session.check_access()
+            structured = tasks.stopped_result(await stopped_message(session.turn_id))
+            return tool_result(structured, answer_text(structured))
     except Refused as exc:
         return tool_result({"error": str(exc)}, str(exc), error=True)
-    except LinkEnded:
-        structured = tasks.stopped_result(await stopped_message(session.turn_id))
-        return tool_result(structured, answer_text(structured))
 
 
 async def _user_task(task_id: str):

@@ -1,15 +1,28 @@
-"""An MCP session: who opened it, the conversation it works in, and its turn (see
-external.agent); and what to tell an outside agent whose turn the team stopped."""
+"""An MCP session: who opened it, where it works (a conversation, or the workspace it will create
+one in), its turn (see external.agent), and what to tell an outside agent whose turn the team
+stopped or whose access was taken away.
+
+Access follows the person as everywhere else (conversations.access decides, at every call;
+conversations.revocation acts at once on every process): once the session has a conversation it
+holds access to act in its workspace, and when the person is removed, deactivated or lowered to
+viewer, the session loses it: the call waiting ends with a tool error, its turn ends (its open
+questions are cancelled, so no answer reaches them), and every later call is refused.
+"""
 
 import asyncio
 
+from django.db import transaction
+
+from conversations import revocation
 from conversations.access import conversation_access, workspace_access
-from conversations.models import Membership, Turn, new_turn_id
+from conversations.models import Conversation, Membership, Turn, Workspace, new_turn_id
 from conversations.services import conversation_create, turn_start
 from core.dbthreads import run_db
 from core.errors import ApplicationError
 
 from .agent import LinkEnded, link_open
+
+_DOING = "ask the team"
 
 
 class Refused(Exception):
@@ -17,16 +30,30 @@ class Refused(Exception):
     error, and nothing is stored."""
 
 
+class AccessLost(Refused):
+    """The person lost their access to act in the session's workspace while it was open."""
+
+
+LOST = {
+    revocation.REMOVED: "You no longer have access to this conversation: you were removed from "
+    "its workspace (or your account was deactivated). This session takes no more calls.",
+    revocation.LOWERED: "You may no longer act in this conversation: your role in its workspace "
+    "was lowered to viewer. This session takes no more calls.",
+}
+
+
 class Session:
-    """One MCP session: who it is, its conversation, and its turn (see external.agent)."""
+    """One MCP session: who it is, where it works, and its turn (see external.agent)."""
 
     def __init__(self):
         self.user = None
         self.client = "An outside agent"
-        self.conversation = None
+        self.conversation: Conversation | None = None
         self.turn_id: str | None = None
         self.link = None
         self.asked: list[str] = []
+        self.lost: str | None = None  # why the session lost its access, once it has
+        self._held: revocation.Held | None = None
         self._binding = asyncio.Lock()
 
     def know(self, context) -> None:
@@ -37,8 +64,16 @@ class Session:
         if params is not None and params.clientInfo.name:
             self.client = (params.clientInfo.title or params.clientInfo.name)[:100]
 
-    async def conversation_for(self, arguments: dict):
-        """The conversation the session works in, found or created on first use."""
+    def check_access(self) -> None:
+        """Refuse every call that works in the conversation once access was lost."""
+        if self.lost is not None:
+            raise AccessLost(self.lost)
+
+    async def workspace_for(self, arguments: dict) -> Workspace:
+        """Where the call works, checked now: the session's conversation's workspace, or, before
+        the session has one, the conversation named (found, not created) or the workspace the
+        session will create its conversation in. Refused if the person may not act there."""
+        self.check_access()
         wanted = arguments.get("conversation")
         if self.conversation is not None:
             if wanted and wanted != self.conversation.pk:
@@ -46,69 +81,111 @@ class Session:
                     f"This session works in conversation {self.conversation.pk}; open another "
                     "session to work in another one."
                 )
-            return self.conversation
-        self.conversation = await run_db(
-            _open_conversation,
-            user=self.user,
-            conversation_id=wanted,
-            workspace=arguments.get("workspace"),
-            title=self.client,
+            wanted = self.conversation.pk
+        conversation, workspace = await run_db(
+            _place, user=self.user, conversation_id=wanted, workspace=arguments.get("workspace")
         )
-        return self.conversation
+        if self.conversation is None and conversation is not None:
+            self._bind(conversation)
+        return workspace
 
     async def turn(self, arguments: dict):
-        """The session's link to its turn, starting the turn on first use."""
+        """The session's link to its turn, starting the turn (and creating the session's
+        conversation, in the same transaction) on first use."""
         async with self._binding:
-            conversation = await self.conversation_for(arguments)
+            await self.workspace_for(arguments)
             if self.link is None:
                 # The link is open before the turn starts: its agent, launched the moment the
                 # turn is committed, finds it there.
                 link = link_open(new_turn_id())
                 try:
-                    await run_db(
-                        turn_start,
-                        conversation=conversation,
+                    turn = await run_db(
+                        _begin,
                         user=self.user,
+                        conversation=self.conversation,
+                        workspace=arguments.get("workspace"),
+                        title=self.client,
                         input=f"{self.client} is working here through MCP.",
-                        agent="external",
                         turn_id=link.turn_id,
                     )
                 except BaseException:
                     link.close()
                     raise
                 self.turn_id, self.link = link.turn_id, link
+                if self.conversation is None:
+                    self._bind(turn.conversation)
+            self.check_access()
             if self.link.ended.is_set():
                 raise LinkEnded(self.turn_id)
             return self.link
 
+    def _bind(self, conversation: Conversation) -> None:
+        """The session works in ``conversation`` from now on, and holds the right to act in its
+        workspace (as a member at least: an owner lowered to member keeps it)."""
+        self.conversation = conversation
+        self._held = revocation.hold(
+            user_id=self.user.pk,
+            workspace_id=conversation.workspace_id,
+            role=Membership.Role.MEMBER,
+            revoke=self._revoke,
+        )
+        # Access taken away between the look-up and the hold is seen at once all the same.
+        revocation.check_soon()
+
+    def _revoke(self, kind: str) -> None:
+        """The person lost the right to act here (called on the server loop)."""
+        self.lost = LOST[kind]
+        if self.link is not None:
+            who = self.user.get_username()
+            self.link.close(
+                notice=f"{who} may no longer act in this workspace: the outside agent's session "
+                f"working as {who} has ended."
+            )
+
     def end(self) -> None:
+        revocation.let_go(self._held)
         if self.link is not None:
             self.link.close()
 
 
-def _open_conversation(*, user, conversation_id, workspace, title):
+def _place(*, user, conversation_id, workspace) -> tuple[Conversation | None, Workspace]:
     try:
         if conversation_id:
             conversation, _ = conversation_access(
-                user=user, conversation_id=conversation_id, act=True, doing="ask the team"
+                user=user, conversation_id=conversation_id, act=True, doing=_DOING
             )
-            return conversation
+            return conversation, conversation.workspace
         if workspace:
-            found, _ = workspace_access(user=user, slug=workspace, act=True, doing="ask the team")
-        else:
-            membership = (
-                Membership.objects.filter(user=user)
-                .exclude(role=Membership.Role.VIEWER)
-                .select_related("workspace")
-                .order_by("workspace__slug")
-                .first()
-            )
-            if membership is None:
-                raise Refused("You may not act in any workspace: ask its owner to add you.")
-            found = membership.workspace
-        return conversation_create(workspace=found, user=user, title=title)
+            found, _ = workspace_access(user=user, slug=workspace, act=True, doing=_DOING)
+            return None, found
+        membership = (
+            Membership.objects.filter(user=user)
+            .exclude(role=Membership.Role.VIEWER)
+            .select_related("workspace")
+            .order_by("workspace__slug")
+            .first()
+        )
+        if membership is None:
+            raise Refused("You may not act in any workspace: ask its owner to add you.")
+        return None, membership.workspace
     except ApplicationError as exc:
         raise Refused(exc.message) from None
+
+
+def _begin(*, user, conversation, workspace, title, input, turn_id) -> Turn:
+    """The session's turn, in its conversation (created now, titled after the client, if the
+    session has none yet): both or neither."""
+    try:
+        with transaction.atomic():
+            if conversation is None:
+                _, found = _place(user=user, conversation_id=None, workspace=workspace)
+                conversation = conversation_create(workspace=found, user=user, title=title)
+            turn, _ = turn_start(
+                conversation=conversation, user=user, input=input, agent="external", turn_id=turn_id
+            )
+    except ApplicationError as exc:
+        raise Refused(exc.message) from None
+    return turn
 
 
 def turn_with_stopper(turn_id: str | None) -> Turn | None:

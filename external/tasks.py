@@ -57,7 +57,13 @@ def task_deliver(*, task_id: str, result: dict, failed: bool = False) -> None:
 
 
 def _visible(user):
-    return ExternalTask.objects.filter(user=user, expires_at__gt=timezone.now())
+    """The person's tasks, in workspaces they are still a member of (access follows people: a
+    person removed from a workspace gets nothing more from a question asked there)."""
+    return ExternalTask.objects.filter(
+        user=user,
+        expires_at__gt=timezone.now(),
+        turn__conversation__workspace__memberships__user=user,
+    )
 
 
 def _settle_from_question(task: ExternalTask) -> ExternalTask:

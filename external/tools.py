@@ -131,22 +131,21 @@ def answer_text(result: dict) -> str:
 
 
 async def _checked_question(session: Session, arguments: dict) -> dict:
-    """The question's fields, checked before anything is stored (Refused if malformed)."""
-    conversation = await session.conversation_for(arguments)
+    """The question's fields, checked before anything is stored (Refused if malformed, or if
+    the person may not ask there)."""
+    workspace = await session.workspace_for(arguments)
     fields = {key: arguments[key] for key in QUESTION_FIELDS if key in arguments}
     try:
         clean_question(
             kind=arguments["kind"],
             prompt=arguments["prompt"],
-            files_root=conversation.workspace.files_root,
+            files_root=workspace.files_root,
             **fields,
         )
     except ValueError as exc:
         raise Refused(str(exc)) from None
     if addressee := arguments.get("addressee"):
-        person = await run_db(
-            acting_member, workspace_id=conversation.workspace_id, username=addressee
-        )
+        person = await run_db(acting_member, workspace_id=workspace.pk, username=addressee)
         if person is None:
             raise Refused(f"{addressee!r} cannot answer questions in this workspace.")
     return fields
@@ -191,6 +190,7 @@ async def _ask(session: Session, arguments: dict, context):
             )
         raise
     except LinkEnded:
+        session.check_access()
         structured = tasks.stopped_result(await stopped_message(session.turn_id))
     return with_steering(structured, answer_text(structured))
 
@@ -277,6 +277,7 @@ async def _post(session: Session, arguments: dict, context):
     try:
         structured = await _waiting(link.submit(work), context)
     except LinkEnded:
+        session.check_access()
         structured = tasks.stopped_result(await stopped_message(session.turn_id))
         return tool_result(structured, answer_text(structured))
     return with_steering(structured, "Posted.")
@@ -332,6 +333,8 @@ def _conversation_rows(*, user, workspace: str | None) -> list[dict]:
 
 
 async def _pending(session: Session, arguments: dict, context):
+    session.check_access()
+
     async def look():
         return await run_db(_pending_rows, ids=session.asked)
 

@@ -5,7 +5,18 @@ import asyncio
 
 import pytest
 
-from tests.helpers import CHOICE, of_type, pending_question, reply_to, turn_events
+from tests.helpers import (
+    CEILING,
+    CHOICE,
+    MEMBERSHIPS,
+    admin_of,
+    membership_of,
+    of_type,
+    pending_question,
+    post_form,
+    reply_to,
+    turn_events,
+)
 from tests.mcp_client import mcp_session
 
 pytestmark = pytest.mark.cluster
@@ -41,3 +52,29 @@ async def test_an_answer_given_on_b_reaches_the_outside_agent_on_a(nodes, people
     assert second["id"] != question["id"]
     assert events[-1]["type"] == "turn.cancelled"
     assert [e["data"]["input"] for e in of_type(events, "turn.steered")] == ["Use the small one"]
+
+
+async def test_a_member_removed_on_b_loses_their_mcp_session_on_a(nodes, people):
+    a, b = nodes
+    admin = await asyncio.to_thread(admin_of, b, people)
+    try:
+        async with (
+            mcp_session(a.url, people.bob.token) as mcp,
+            b.async_client(people.alice) as rest,
+        ):
+            asking = asyncio.create_task(mcp.call_tool("ask", CHOICE))
+            question = await pending_question(rest)
+            membership = await membership_of(people.bob, people.workspace)
+            done = await asyncio.to_thread(
+                post_form, admin, f"{MEMBERSHIPS}{membership}/delete/", {"post": "yes"}
+            )
+            assert done.status_code == 302, done.text
+            result = await asyncio.wait_for(asking, CEILING)
+            assert result.isError and "no longer have access" in result.content[0].text
+            refused = await mcp.call_tool("post", {"text": "Still here"})
+            assert refused.isError and "no longer have access" in refused.content[0].text
+            events = await turn_events(rest, question["conversation"])
+    finally:
+        admin.close()
+    assert of_type(events, "message.completed") == []
+    assert of_type(events, "selection.resolved")[0]["data"]["status"] == "cancelled"
