@@ -6,6 +6,7 @@ CHANNEL_LAYER_URL or REDIS_URL (Redis), with any number of Daphne processes behi
 """
 
 import secrets
+from datetime import timedelta
 from pathlib import Path
 
 import environ
@@ -40,6 +41,7 @@ INSTALLED_APPS = [
     "daphne",
     "django.contrib.admin",
     "django.contrib.auth",
+    "axes",
     "django.contrib.contenttypes",
     "django.contrib.sessions",
     "django.contrib.messages",
@@ -69,6 +71,9 @@ MIDDLEWARE = [
     "core.middleware.AuthenticationMiddleware",
     "core.middleware.MessageMiddleware",
     "core.middleware.XFrameOptionsMiddleware",
+    # Last, as django-axes asks: turns a sign-in refused for a lockout into its page
+    # (core.lockout). Async-capable; it reads the database only when it answers a lockout.
+    "axes.middleware.AxesMiddleware",
 ]
 
 ROOT_URLCONF = "config.urls"
@@ -161,6 +166,35 @@ AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
     {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
 ]
+# axes' backend first: it refuses a locked-out sign-in before any password is checked.
+AUTHENTICATION_BACKENDS = [
+    "axes.backends.AxesStandaloneBackend",
+    "django.contrib.auth.backends.ModelBackend",
+]
+# Login throttling (django-axes with core.lockout's handler): failed sign-ins on the login forms
+# (the site's and the admin's) and wrong API tokens are counted in the database, so every process
+# sees them. Past PARLEY_LOGIN_FAILURE_LIMIT failures as one account from one address, or
+# PARLEY_LOGIN_ADDRESS_FAILURE_LIMIT from one address whatever the account (wrong tokens count
+# here), sign-ins are refused for PARLEY_LOGIN_COOLOFF_MINUTES after the failure that set the
+# lock; a sign-in that succeeds forgets its account's failures from its address.
+AXES_FAILURE_LIMIT = env.int("PARLEY_LOGIN_FAILURE_LIMIT", default=5)
+PARLEY_LOGIN_ADDRESS_FAILURE_LIMIT = env.int("PARLEY_LOGIN_ADDRESS_FAILURE_LIMIT", default=20)
+AXES_COOLOFF_TIME = timedelta(minutes=env.float("PARLEY_LOGIN_COOLOFF_MINUTES", default=15.0))
+if (
+    min(AXES_FAILURE_LIMIT, PARLEY_LOGIN_ADDRESS_FAILURE_LIMIT) < 1
+    or AXES_COOLOFF_TIME <= timedelta()
+):
+    raise ValueError("PARLEY_LOGIN_*: the failure limits and the cool-off must be above 0")
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"], "ip_address"]
+AXES_HANDLER = "core.lockout.LockoutHandler"
+# The address is the connection's peer (REMOTE_ADDR), never a header a client could write:
+# behind a proxy, Daphne's --proxy-headers puts the proxy's X-Forwarded-For there.
+AXES_CLIENT_IP_CALLABLE = "core.lockout.client_address"
+AXES_LOCKOUT_CALLABLE = "core.lockout.lockout_page"
+AXES_RESET_ON_SUCCESS = True
+# A sign-in tried while locked is refused unchecked and does not stretch the lock.
+AXES_RESET_COOL_OFF_ON_FAILURE_DURING_LOCKOUT = False
+
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "home"
 LOGOUT_REDIRECT_URL = "login"
@@ -180,8 +214,9 @@ WHITENOISE_AUTOREFRESH = DEBUG
 
 REST_FRAMEWORK = {
     # Token first: an unauthenticated REST client gets 401 with "WWW-Authenticate: Token".
+    # DRF's, under the login locks (a wrong key counts as a failed sign-in).
     "DEFAULT_AUTHENTICATION_CLASSES": [
-        "rest_framework.authentication.TokenAuthentication",
+        "core.lockout.TokenAuthentication",
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],

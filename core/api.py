@@ -1,5 +1,6 @@
 """The DRF glue: the API's one error shape and its exception handler, strict input fields, and
-``PooledApiView``, a DRF view served whole from the runtime's database threads."""
+``PooledApiView``, a DRF view served whole from the runtime's database threads (the API's token
+authentication is core.lockout's: DRF imports it while its views are still loading)."""
 
 from django.conf import settings
 from django.core.exceptions import PermissionDenied, RequestDataTooBig
@@ -23,11 +24,12 @@ class ErrorSerializer(serializers.Serializer):
 
 
 def error_responses(*statuses: int, body: bool = False) -> dict:
-    """An operation's error answers for the schema: those given, and 401 (every endpoint
-    needs a person); with ``body``, 413 and 415 too (too large, or not JSON)."""
+    """An operation's error answers for the schema: those given, 401 (every endpoint needs a
+    person) and 429 (a token from an address locked out); with ``body``, 413 and 415 too (too
+    large, or not JSON)."""
     return {
         status: ErrorSerializer
-        for status in sorted({*statuses, 401, *((413, 415) if body else ())})
+        for status in sorted({*statuses, 401, 429, *((413, 415) if body else ())})
     }
 
 
@@ -93,7 +95,10 @@ def api_exception_handler(exc, context):
         limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
         exc = ApplicationError("too_large", f"The body may be at most {limit} bytes.", status=413)
     if isinstance(exc, ApplicationError):
-        return Response({"error": exc.as_dict()}, status=exc.status)
+        response = Response({"error": exc.as_dict()}, status=exc.status)
+        if retry_after := getattr(exc, "retry_after", None):
+            response["Retry-After"] = str(retry_after)
+        return response
     if isinstance(exc, Http404):
         exc = drf_exceptions.NotFound()
     elif isinstance(exc, PermissionDenied):

@@ -1,6 +1,6 @@
 """WebSocket authentication, once per socket at the handshake: a DRF token in the Authorization
 header for clients that are not browsers, else the browser's session cookie (the Origin check
-that comes first is core.origins)."""
+that comes first is core.origins). Tokens are checked under the login locks (core.lockout)."""
 
 from importlib import import_module
 from types import SimpleNamespace
@@ -10,13 +10,19 @@ from django.conf import settings
 from django.contrib.auth import get_user
 from django.contrib.auth.models import AnonymousUser
 from django.http.cookie import parse_cookie
-from rest_framework.authtoken.models import Token
 
 from core.dbthreads import run_db
+from core.lockout import LockedOut, attempt_from_scope, token_for
 
 
-def _user_for_token(key: str):
-    token = Token.objects.select_related("user").filter(key=key).first()
+def _user_for_token(scope, key: str):
+    """The token's user; anonymous (the socket is closed with 4401) for a wrong key, which
+    counts as a failed sign-in from the socket's address, and for any key from an address
+    locked out."""
+    try:
+        token = token_for(attempt_from_scope(scope), key)
+    except LockedOut:
+        return AnonymousUser()
     if token is None or not token.user.is_active:
         return AnonymousUser()
     return token.user
@@ -47,7 +53,7 @@ class WebSocketAuthMiddleware(BaseMiddleware):
         authorization = headers.get(b"authorization", b"").decode("latin1")
         scheme, _, key = authorization.partition(" ")
         if scheme.lower() == "token":
-            user = await run_db(_user_for_token, key.strip())
+            user = await run_db(_user_for_token, scope, key.strip())
         else:
             cookies = parse_cookie(headers.get(b"cookie", b"").decode("latin1"))
             user = await run_db(_user_for_session, cookies.get(settings.SESSION_COOKIE_NAME))

@@ -4,8 +4,9 @@ through Parley, over MCP's Streamable HTTP at ``/mcp/``, served by the same ASGI
 Built on the official ``mcp`` SDK's low-level server and its Streamable HTTP session manager
 (stateful sessions, each a task on the server loop). Every request must carry a Parley API token
 (``Authorization: Bearer <token>``, as MCP clients send it, or ``Token <token>``); without a
-valid one it is answered 401 before any MCP message is read, and a session answers only the
-person who opened it.
+valid one it is answered 401 before any MCP message is read (a wrong one counts as a failed
+sign-in from the caller's address, and an address locked out is answered 429: core.lockout),
+and a session answers only the person who opened it.
 
 A session works in one conversation (named by the first tool call that needs one, or created
 then, titled after the client): its activity is a turn of the ``external`` agent (see
@@ -28,9 +29,9 @@ from mcp.server.auth.provider import AccessToken
 from mcp.server.lowlevel import Server
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.shared.exceptions import McpError
-from rest_framework.authtoken.models import Token
 
 from core.dbthreads import run_db
+from core.lockout import LockedOut, attempt_from_scope, token_for
 
 from . import tasks
 from .agent import LinkEnded
@@ -179,9 +180,17 @@ class Endpoint:
             await asyncio.Event().wait()
 
     async def __call__(self, scope, receive, send) -> None:
-        user, key = await _authenticate(scope)
+        try:
+            user, key = await _authenticate(scope)
+        except LockedOut as locked:
+            await _refuse(
+                send, 429, locked.as_dict(), [(b"retry-after", b"%d" % locked.retry_after)]
+            )
+            return
         if user is None:
-            await _unauthorized(send)
+            await _refuse(
+                send, 401, _NOT_AUTHENTICATED, [(b"www-authenticate", b'Bearer realm="parley"')]
+            )
             return
         access = AccessToken(
             token=key, client_id=str(user.pk), scopes=[], subject=user.get_username()
@@ -201,34 +210,35 @@ def _token_from(scope) -> str | None:
 
 
 async def _authenticate(scope):
+    """The caller's user and key; (None, None) without a valid token. A wrong key counts as a
+    failed sign-in from the caller's address; raises LockedOut for an address locked out."""
     key = _token_from(scope)
     if key is None:
         return None, None
-    token = await run_db(_token_user, key)
-    return (token, key) if token is not None else (None, None)
+    user = await run_db(_token_user, scope, key)
+    return (user, key) if user is not None else (None, None)
 
 
-def _token_user(key: str):
-    token = Token.objects.select_related("user").filter(key=key).first()
+def _token_user(scope, key: str):
+    token = token_for(attempt_from_scope(scope), key)
     return token.user if token is not None and token.user.is_active else None
 
 
-async def _unauthorized(send) -> None:
-    body = orjson.dumps(
-        {
-            "error": {
-                "code": "not_authenticated",
-                "message": "Send your Parley API token: Authorization: Bearer <token>.",
-            }
-        }
-    )
+_NOT_AUTHENTICATED = {
+    "code": "not_authenticated",
+    "message": "Send your Parley API token: Authorization: Bearer <token>.",
+}
+
+
+async def _refuse(send, status: int, error: dict, headers: list) -> None:
+    body = orjson.dumps({"error": error})
     await send(
         {
             "type": "http.response.start",
-            "status": 401,
+            "status": status,
             "headers": [
                 (b"content-type", b"application/json"),
-                (b"www-authenticate", b'Bearer realm="parley"'),
+                *headers,
                 (b"content-length", str(len(body)).encode()),
             ],
         }

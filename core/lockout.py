@@ -1,0 +1,236 @@
+"""Login throttling on django-axes: failed sign-ins counted in the database (every process sees
+them) by account and address and by address alone, each against its own limit; the lock they
+set, when it ends and what people are told; and API tokens checked under the same locks.
+
+Passwords reach Django's ``authenticate()`` from the two login forms (the site's and the
+admin's), which axes watches through its backend and signals. Tokens (REST, the socket's
+handshake, MCP) are checked by :func:`token_for`, which counts a wrong key as a failed sign-in
+with no account: it counts toward its address's limit.
+"""
+
+import math
+from dataclasses import dataclass
+from datetime import datetime
+
+from axes.attempts import get_cool_off_threshold
+from axes.handlers.database import AxesDatabaseHandler
+from axes.handlers.proxy import AxesProxyHandler
+from axes.helpers import get_client_username, get_cool_off
+from axes.models import AccessAttempt
+from django.conf import settings
+from django.contrib.auth.signals import user_login_failed
+from django.db.models import Sum
+from django.http import HttpRequest
+from django.template.response import TemplateResponse
+from django.utils import timezone
+from rest_framework import authentication
+from rest_framework import exceptions as drf_exceptions
+from rest_framework.authtoken.models import Token
+
+from core.errors import ApplicationError
+
+ACCOUNT = "account"
+ADDRESS = "address"
+
+
+@dataclass(frozen=True)
+class Lock:
+    """A lock in force: on an account from an address, or on an address; and when it ends."""
+
+    on: str  # ACCOUNT or ADDRESS
+    until: datetime
+
+    @property
+    def retry_after(self) -> int:
+        """Whole seconds until the lock ends (at least 1)."""
+        return max(1, math.ceil((self.until - timezone.now()).total_seconds()))
+
+    @property
+    def message(self) -> str:
+        minutes = math.ceil(self.retry_after / 60)
+        wait = f"{minutes} minute{'s' if minutes != 1 else ''}"
+        where = "to this account from your address" if self.on == ACCOUNT else "from your address"
+        return (
+            f"Too many failed sign-ins {where}: try again in {wait}, "
+            "or ask an admin to lift the lock."
+        )
+
+
+class LockedOut(ApplicationError):
+    """A sign-in or a token refused, unchecked, because a lock is in force: 429 with
+    ``retry_after``, the seconds until it ends."""
+
+    def __init__(self, lock: Lock):
+        super().__init__("locked_out", lock.message, status=429)
+        self.lock = lock
+        self.retry_after = lock.retry_after
+
+
+def client_address(request: HttpRequest) -> str | None:
+    """The address failures are counted by (``AXES_CLIENT_IP_CALLABLE``): the connection's peer,
+    as the server saw it, never a header the client wrote."""
+    return request.META.get("REMOTE_ADDR") or None
+
+
+def _counts(request: HttpRequest, username: str | None) -> list[tuple[str, object, int]]:
+    """The failures within the cool-off that count toward each lock, with its limit: the
+    account's from this address (when there is an account), and the address's, whatever the
+    account, wrong tokens included. Summed over user agents, which cost nothing to change."""
+    recent = AccessAttempt.objects.filter(
+        ip_address=request.axes_ip_address, attempt_time__gte=get_cool_off_threshold(request)
+    )
+    counts = [(ADDRESS, recent, settings.PARLEY_LOGIN_ADDRESS_FAILURE_LIMIT)]
+    if username is not None:
+        counts.insert(0, (ACCOUNT, recent.filter(username=username), settings.AXES_FAILURE_LIMIT))
+    return counts
+
+
+class LockoutHandler(AxesDatabaseHandler):
+    """axes' database handler with a limit per lock: ``AXES_FAILURE_LIMIT`` for an account
+    from one address, ``PARLEY_LOGIN_ADDRESS_FAILURE_LIMIT`` for an address (axes itself has
+    one limit for all its lockout parameters). There is no lock on an account from everywhere:
+    anyone could then lock anyone out."""
+
+    def get_failures(self, request, credentials: dict | None = None) -> int:
+        """The failures toward the nearer lock, on the scale of the account's limit, which is
+        what axes compares them with: at that limit exactly when one count is at its own."""
+        username = get_client_username(request, credentials)
+        left = min(
+            limit - (attempts.aggregate(n=Sum("failures_since_start"))["n"] or 0)
+            for _, attempts, limit in _counts(request, username)
+        )
+        return max(0, settings.AXES_FAILURE_LIMIT - left)
+
+    def reset_user_attempts(self, request, credentials: dict | None = None) -> int:
+        """After a sign-in succeeds, forget its account's failures from its address and no
+        others: signing in to one's own account must not wipe out one's guesses at others'."""
+        count, _ = AccessAttempt.objects.filter(
+            username=get_client_username(request, credentials),
+            ip_address=request.axes_ip_address,
+        ).delete()
+        return count
+
+
+def lock_of(request: HttpRequest, credentials: dict | None = None) -> Lock | None:
+    """The lock in force for this request's address (and account, if it names one), the one
+    that ends last if both are; None if there is none. A lock ends once enough of the failures
+    that set it are older than the cool-off."""
+    AxesProxyHandler.update_request(request)
+    cool_off = get_cool_off(request)
+    locks = []
+    for on, attempts, limit in _counts(request, get_client_username(request, credentials)):
+        total = 0
+        newest_first = attempts.order_by("-attempt_time")
+        for attempt_time, failures in newest_first.values_list(
+            "attempt_time", "failures_since_start"
+        ):
+            total += failures
+            if total >= limit:
+                locks.append(Lock(on, attempt_time + cool_off))
+                break
+    return max(locks, key=lambda lock: lock.until, default=None)
+
+
+def _locked(request: HttpRequest, credentials: dict | None) -> Lock:
+    # A lock that ended a moment ago still refuses this once, for as long as the cool-off.
+    return lock_of(request, credentials) or Lock(ADDRESS, timezone.now() + get_cool_off(request))
+
+
+# Pages -----------------------------------------------------------------------------------------
+
+
+def lockout_page(request, original_response=None, credentials=None) -> TemplateResponse:
+    """The answer to a sign-in on a login form refused for a lockout (``AXES_LOCKOUT_CALLABLE``,
+    called by axes' middleware, off the event loop): a page saying why and for how long, 429
+    with ``Retry-After``. The credentials are the ones axes kept on the request (its middleware
+    passes them in a different place under ASGI than under WSGI)."""
+    lock = _locked(request, getattr(request, "axes_credentials", None))
+    response = TemplateResponse(
+        request,
+        "registration/locked_out.html",
+        {"message": lock.message, "until": lock.until, "login_path": request.path},
+        status=429,
+    )
+    response["Retry-After"] = str(lock.retry_after)
+    return response.render()
+
+
+# Tokens ----------------------------------------------------------------------------------------
+
+
+def attempt_request(
+    *, address: str | None, path: str, method: str = "GET", user_agent: str = "", accept: str = ""
+) -> HttpRequest:
+    """A request as axes reads one, made of what identifies an attempt and nothing of its body
+    (so that counting a failure never parses what was sent)."""
+    attempt = HttpRequest()
+    attempt.method = method
+    attempt.path = attempt.path_info = path
+    attempt.META = {
+        "REMOTE_ADDR": address or "",
+        "PATH_INFO": path,
+        "HTTP_USER_AGENT": user_agent,
+        "HTTP_ACCEPT": accept,
+    }
+    return attempt
+
+
+def attempt_from_scope(scope) -> HttpRequest:
+    """The attempt an ASGI connection (a socket's handshake, an MCP request) makes."""
+    headers = dict(scope.get("headers", ()))
+    client = scope.get("client") or (None, None)
+    return attempt_request(
+        address=client[0],
+        path=scope.get("path", ""),
+        method=scope.get("method", "GET"),
+        user_agent=headers.get(b"user-agent", b"").decode("latin1"),
+        accept=headers.get(b"accept", b"").decode("latin1"),
+    )
+
+
+def attempt_from_request(request) -> HttpRequest:
+    """The attempt a Django (or DRF) request makes."""
+    meta = request.META
+    return attempt_request(
+        address=meta.get("REMOTE_ADDR"),
+        path=request.path,
+        method=request.method,
+        user_agent=meta.get("HTTP_USER_AGENT", ""),
+        accept=meta.get("HTTP_ACCEPT", ""),
+    )
+
+
+def token_for(attempt: HttpRequest, key: str) -> Token | None:
+    """The API token ``key``, its user with it; None if there is none, which counts as a failed
+    sign-in from the attempt's address. Raises :class:`LockedOut` when that address is locked
+    out, before the key is looked at, so that a locked-out guesser learns nothing more (a
+    valid token from that address is refused too, until the lock ends)."""
+    credentials = {"username": None}
+    if not AxesProxyHandler.is_allowed(attempt, credentials):
+        raise LockedOut(_locked(attempt, credentials))
+    token = Token.objects.select_related("user").filter(key=key).first()
+    if token is None:
+        # axes records the failure (the credentials name no account, and never the key).
+        user_login_failed.send(sender=__name__, credentials=credentials, request=attempt)
+        if attempt.axes_locked_out:
+            raise LockedOut(_locked(attempt, credentials))
+    return token
+
+
+class TokenAuthentication(authentication.TokenAuthentication):
+    """DRF's ``Authorization: Token <key>`` under the login locks: a wrong key counts as a
+    failed sign-in from the caller's address, and an address locked out gets 429 ``locked_out``
+    with ``Retry-After`` (core.api renders it), whatever key it sends. (Here, not in core.api,
+    because DRF imports its authentication classes while its views are still loading.)"""
+
+    def authenticate(self, request):
+        self.attempt = attempt_from_request(request)
+        return super().authenticate(request)
+
+    def authenticate_credentials(self, key):
+        token = token_for(self.attempt, key)
+        if token is None:
+            raise drf_exceptions.AuthenticationFailed("Invalid token.")
+        if not token.user.is_active:
+            raise drf_exceptions.AuthenticationFailed("User inactive or deleted.")
+        return token.user, token
