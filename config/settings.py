@@ -5,6 +5,7 @@ channel layer. Scale-out is chosen by environment: DATABASE_URL (PostgreSQL) and
 CHANNEL_LAYER_URL or REDIS_URL (Redis), with any number of Daphne processes behind a balancer.
 """
 
+import ipaddress
 import secrets
 from datetime import timedelta
 from pathlib import Path
@@ -332,6 +333,16 @@ PARLEY_SELECTION_POLL_SECONDS = env.float("PARLEY_SELECTION_POLL_SECONDS", defau
 PARLEY_REMIND_AFTER = env.float("PARLEY_REMIND_AFTER", default=0.5)
 PARLEY_ESCALATE_AFTER = env.float("PARLEY_ESCALATE_AFTER", default=0.8)
 PARLEY_ESCALATE_QUESTIONS = env.bool("PARLEY_ESCALATE_QUESTIONS", default=False)
+# /metrics, and what /readyz found (to others it says only ready or not), are the operator's:
+# served with the scrape token (Authorization: Bearer <PARLEY_METRICS_TOKEN>; a wrong one counts
+# toward the login locks of its address), or to a request straight from one of these addresses
+# or networks (the connection's peer, and through no proxy: see core.health). Empty: token only.
+PARLEY_METRICS_TOKEN = env.str("PARLEY_METRICS_TOKEN", default="")
+PARLEY_METRICS_ALLOW = [
+    ipaddress.ip_network(entry.strip(), strict=False)
+    for entry in env.list("PARLEY_METRICS_ALLOW", default=["127.0.0.0/8", "::1"])
+    if entry.strip()
+]
 # On SIGTERM a process reports itself not ready (/readyz answers 503) and goes on serving this
 # long, so that the load balancer stops sending it work, before it stops; 0 stops at once.
 PARLEY_SHUTDOWN_GRACE_SECONDS = env.float("PARLEY_SHUTDOWN_GRACE_SECONDS", default=5.0)

@@ -1,11 +1,21 @@
 """Endpoints for the load balancer and Prometheus: liveness, readiness and this process's metrics.
 
-Plain async Django views, outside the REST API and its authentication: whoever can reach them may
-call them, so keep ``/metrics`` behind the balancer. They never block the event loop: database
-work runs on the runtime's database threads, Redis pings on the loop, each check within 2 s.
+Plain async Django views, outside the REST API and its authentication. ``/healthz`` and whether
+``/readyz`` is ready are anyone's; ``/metrics`` (totals across all workspaces, memory) and what
+``/readyz`` found (error text from the database and Redis) are the operator's: served with the
+scrape token (``Authorization: Bearer <PARLEY_METRICS_TOKEN>``), or straight from one of the
+addresses ``PARLEY_METRICS_ALLOW`` lists (loopback by default). Straight means the connection's
+own peer, and no proxy in between: a request that carries a proxy's forwarding header is never
+taken for a local one, since a proxy on the same host (or Daphne's ``--proxy-headers``, which
+puts the proxy's ``X-Forwarded-For`` in its place) would otherwise make the world look local.
+
+They never block the event loop: database work runs on the runtime's database threads, Redis
+pings on the loop, each check within 2 s.
 """
 
 import asyncio
+import hmac
+import ipaddress
 import logging
 
 import redis.asyncio
@@ -18,6 +28,7 @@ from django.views.decorators.http import require_safe
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from core.dbthreads import run_db
+from core.lockout import LockedOut, attempt_from_request, checked
 from core.process import server_loop
 
 logger = logging.getLogger(__name__)
@@ -35,22 +46,32 @@ async def healthz(request):
 @never_cache
 @require_safe
 async def readyz(request):
-    """Readiness: 200 when the database and the channel layer answer, else 503 naming what
-    failed; 503 ``shutting_down`` from the moment the process begins to stop."""
+    """Readiness: 200 when the database and the channel layer answer, else 503; 503
+    ``shutting_down`` from the moment the process begins to stop. The operator is also told
+    each check's outcome, naming what failed."""
     if server_loop.draining:
-        return _not_ready({"status": "shutting_down", "checks": {}})
+        return await _not_ready({"status": "shutting_down", "checks": {}}, request)
     database, layer = await asyncio.gather(_check(_database()), _check(_channel_layer()))
     checks = {"database": database, "channel_layer": layer}
     if server_loop.draining:
-        return _not_ready({"status": "shutting_down", "checks": checks})
+        return await _not_ready({"status": "shutting_down", "checks": checks}, request)
     if any(result != "ok" for result in checks.values()):
         logger.warning("Not ready: %s", checks)
-        return _not_ready({"status": "unavailable", "checks": checks})
-    return JsonResponse({"status": "ready", "checks": checks})
+        return await _not_ready({"status": "unavailable", "checks": checks}, request)
+    return JsonResponse(await _for(request, {"status": "ready", "checks": checks}))
 
 
-def _not_ready(body: dict) -> JsonResponse:
-    response = JsonResponse(body, status=503)
+async def _for(request, body: dict) -> dict:
+    """The body as the caller may see it: whole for the operator, else its status only."""
+    try:
+        operator = await _operator(request)
+    except LockedOut:
+        operator = False
+    return body if operator else {"status": body["status"]}
+
+
+async def _not_ready(body: dict, request) -> JsonResponse:
+    response = JsonResponse(await _for(request, body), status=503)
     # An answer the balancer expects, not a server error: keep it out of Django's error log
     # (what failed is logged above at WARNING; a shutdown is logged once as it begins).
     response._has_been_logged = True
@@ -61,8 +82,66 @@ def _not_ready(body: dict) -> JsonResponse:
 @require_safe
 async def metrics(request):
     """This process's metrics in Prometheus' text format (the database-wide gauges are counted
-    now, on a database thread)."""
-    return HttpResponse(await run_db(generate_latest), content_type=CONTENT_TYPE_LATEST)
+    now, on a database thread), for the operator only: 401 without the scrape token where one
+    is set, else 403; 429 for an address locked out (wrong tokens count toward its lock)."""
+    try:
+        operator = await _operator(request)
+    except LockedOut as locked:
+        response = _error(429, locked.as_dict())
+        response["Retry-After"] = str(locked.retry_after)
+        return response
+    if operator:
+        return HttpResponse(await run_db(generate_latest), content_type=CONTENT_TYPE_LATEST)
+    if settings.PARLEY_METRICS_TOKEN:
+        message = "Send the scrape token: Authorization: Bearer <PARLEY_METRICS_TOKEN>."
+        response = _error(401, {"code": "not_authenticated", "message": message})
+        response["WWW-Authenticate"] = 'Bearer realm="metrics"'
+        return response
+    message = "Metrics are served only to the addresses PARLEY_METRICS_ALLOW lists."
+    return _error(403, {"code": "forbidden", "message": message})
+
+
+def _error(status: int, error: dict) -> JsonResponse:
+    return JsonResponse({"error": error}, status=status)
+
+
+# Who the operator is ---------------------------------------------------------------------------
+
+# Headers a proxy adds to what it passes on: a request with any of them came through one.
+FORWARDING_HEADERS = (
+    "HTTP_FORWARDED",
+    "HTTP_X_FORWARDED_FOR",
+    "HTTP_X_FORWARDED_PROTO",
+    "HTTP_X_FORWARDED_HOST",
+    "HTTP_X_REAL_IP",
+)
+
+
+async def _operator(request) -> bool:
+    """Whether the request is the operator's: it carries the scrape token (checked under its
+    address's login lock, in a database thread: raises LockedOut), or, with none, it comes
+    straight from an allowed address."""
+    scheme, _, presented = request.headers.get("Authorization", "").partition(" ")
+    expected = settings.PARLEY_METRICS_TOKEN
+    if expected and scheme.lower() == "bearer" and presented.strip():
+
+        def right() -> bool:
+            return hmac.compare_digest(presented.strip().encode(), expected.encode())
+
+        return await run_db(checked, attempt_from_request(request), right)
+    return _straight_from_allowed(request)
+
+
+def _straight_from_allowed(request) -> bool:
+    if any(name in request.META for name in FORWARDING_HEADERS):
+        return False
+    try:
+        address = ipaddress.ip_address(request.META.get("REMOTE_ADDR") or "")
+    except ValueError:
+        return False
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped:
+        address = address.ipv4_mapped  # a dual-stack listener's IPv4 peer
+    return any(address in network for network in settings.PARLEY_METRICS_ALLOW)
 
 
 async def _check(probe) -> str:

@@ -4,13 +4,15 @@ set, when it ends and what people are told; and API tokens checked under the sam
 
 Passwords reach Django's ``authenticate()`` from the two login forms (the site's and the
 admin's), which axes watches through its backend and signals. Tokens (REST, the socket's
-handshake, MCP) are checked by :func:`token_for`, which counts a wrong key as a failed sign-in
-with no account: it counts toward its address's limit.
+handshake, MCP) and the scrape token of ``/metrics`` are checked by :func:`checked`, which counts
+a wrong one as a failed sign-in with no account: it counts toward its address's limit.
 """
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
+from typing import TypeVar
 
 from axes.attempts import get_cool_off_threshold
 from axes.handlers.database import AxesDatabaseHandler
@@ -31,6 +33,8 @@ from core.errors import ApplicationError
 
 ACCOUNT = "account"
 ADDRESS = "address"
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -200,21 +204,28 @@ def attempt_from_request(request) -> HttpRequest:
     )
 
 
-def token_for(attempt: HttpRequest, key: str) -> Token | None:
-    """The API token ``key``, its user with it; None if there is none, which counts as a failed
-    sign-in from the attempt's address. Raises :class:`LockedOut` when that address is locked
-    out, before the key is looked at, so that a locked-out guesser learns nothing more (a
-    valid token from that address is refused too, until the lock ends)."""
+def checked(attempt: HttpRequest, check: Callable[[], T]) -> T:
+    """``check()``, a credential's check that names no account (an API token, the scrape
+    token), under the lock of the attempt's address: what it returns, a falsy answer (a wrong
+    credential) counted as a failed sign-in from that address. Raises :class:`LockedOut` when
+    the address is locked out, before anything is checked, so that a locked-out guesser learns
+    nothing more (a right credential from that address is refused too, until the lock ends)."""
     credentials = {"username": None}
     if not AxesProxyHandler.is_allowed(attempt, credentials):
         raise LockedOut(_locked(attempt, credentials))
-    token = Token.objects.select_related("user").filter(key=key).first()
-    if token is None:
-        # axes records the failure (the credentials name no account, and never the key).
+    found = check()
+    if not found:
+        # axes records the failure (the credentials name no account, and never the secret).
         user_login_failed.send(sender=__name__, credentials=credentials, request=attempt)
         if attempt.axes_locked_out:
             raise LockedOut(_locked(attempt, credentials))
-    return token
+    return found
+
+
+def token_for(attempt: HttpRequest, key: str) -> Token | None:
+    """The API token ``key``, its user with it, checked under the address's lock (see
+    :func:`checked`); None if there is none."""
+    return checked(attempt, Token.objects.select_related("user").filter(key=key).first)
 
 
 class TokenAuthentication(authentication.TokenAuthentication):

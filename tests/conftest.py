@@ -112,7 +112,7 @@ def flood_conversation(people):
 class LiveServer:
     """A real Daphne process on 127.0.0.1, on a socket this test bound (no port race)."""
 
-    def __init__(self, log_path: Path, extra_env: dict | None = None):
+    def __init__(self, log_path: Path, extra_env: dict | None = None, daphne_args: tuple = ()):
         self.log_path = log_path
         self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         self.sock.bind(("127.0.0.1", 0))
@@ -136,6 +136,7 @@ class LiveServer:
                 "daphne",
                 "--fd",
                 str(self.sock.fileno()),
+                *daphne_args,
                 "config.asgi:application",
             ],
             cwd=ROOT,
@@ -223,10 +224,12 @@ def make_server(transactional_db, tmp_path):
     """Start real Daphnes (with extra environment if given); each log must show no server error."""
     started = []
 
-    def start(*, allow_errors_from: tuple[str, ...] = (), **extra_env) -> LiveServer:
+    def start(
+        *, allow_errors_from: tuple[str, ...] = (), daphne_args: tuple = (), **extra_env
+    ) -> LiveServer:
         """``allow_errors_from``: loggers whose errors the test provokes on purpose (a library
-        complaining while its server is down)."""
-        live = LiveServer(tmp_path / f"daphne-{len(started)}.log", extra_env)
+        complaining while its server is down); ``daphne_args``: Daphne's own options."""
+        live = LiveServer(tmp_path / f"daphne-{len(started)}.log", extra_env, daphne_args)
         live.allow_errors_from = allow_errors_from
         started.append(live)
         return live
