@@ -38,8 +38,32 @@ SECRET_KEY = _secret_key()
 ALLOWED_HOSTS = env.list("ALLOWED_HOSTS", default=["127.0.0.1", "localhost"])
 CSRF_TRUSTED_ORIGINS = env.list("CSRF_TRUSTED_ORIGINS", default=[])
 
+# Served over https by a proxy that ends TLS and is the only way to the processes (PARLEY_HTTPS):
+# the proxy's X-Forwarded-Proto says whether a request came over https, and its
+# X-Forwarded-For whom from (core.lockout.client_address); the session and CSRF cookies go over
+# https only; browsers are told to use nothing else (HSTS); plain http is redirected, but for
+# the load balancer's and Prometheus' endpoints, which reach the processes directly.
+PARLEY_HTTPS = env.bool("PARLEY_HTTPS", default=False)
+if PARLEY_HTTPS:
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+    SESSION_COOKIE_SECURE = CSRF_COOKIE_SECURE = True
+    SECURE_SSL_REDIRECT = True
+    SECURE_REDIRECT_EXEMPT = [r"^healthz$", r"^readyz$", r"^metrics$"]
+    # A year, subdomains included; preloading is a commitment the operator makes, hard to undo,
+    # never a default (hstspreload.org asks projects not to turn it on for people).
+    SECURE_HSTS_SECONDS = env.int("PARLEY_HSTS_SECONDS", default=365 * 24 * 3600)
+    SECURE_HSTS_INCLUDE_SUBDOMAINS = env.bool("PARLEY_HSTS_INCLUDE_SUBDOMAINS", default=True)
+    SECURE_HSTS_PRELOAD = env.bool("PARLEY_HSTS_PRELOAD", default=False)
+# Django's deploy checks look for its security, CSRF and clickjacking middleware by dotted path,
+# and so miss core.middleware's subclasses of them: core.checks looks for them by class, and runs
+# the checks of what they do. Not preloading HSTS is a choice (above), not an oversight.
+SILENCED_SYSTEM_CHECKS = ["security.W001", "security.W002", "security.W003"]
+if PARLEY_HTTPS and not SECURE_HSTS_PRELOAD:
+    SILENCED_SYSTEM_CHECKS.append("security.W021")
+
 INSTALLED_APPS = [
     "daphne",
+    "core",
     "django.contrib.admin",
     "django.contrib.auth",
     "axes",

@@ -8,6 +8,7 @@ handshake, MCP) and the scrape token of ``/metrics`` are checked by :func:`check
 a wrong one as a failed sign-in with no account: it counts toward its address's limit.
 """
 
+import ipaddress
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -72,8 +73,16 @@ class LockedOut(ApplicationError):
 
 def client_address(request: HttpRequest) -> str | None:
     """The address failures are counted by (``AXES_CLIENT_IP_CALLABLE``): the connection's peer,
-    as the server saw it, never a header the client wrote."""
-    return request.META.get("REMOTE_ADDR") or None
+    never a header a client could write; under PARLEY_HTTPS, where the processes are reached
+    only through the proxy, the address the proxy saw, which it put last in X-Forwarded-For.
+    None for what is no address (Daphne's ``--proxy-headers`` passes on any text)."""
+    address = request.META.get("REMOTE_ADDR")
+    if settings.PARLEY_HTTPS and (forwarded := request.META.get("HTTP_X_FORWARDED_FOR")):
+        address = forwarded.rsplit(",", 1)[-1]
+    try:
+        return str(ipaddress.ip_address((address or "").strip()))
+    except ValueError:
+        return None
 
 
 def _counts(request: HttpRequest, username: str | None) -> list[tuple[str, object, int]]:
@@ -162,46 +171,37 @@ def lockout_page(request, original_response=None, credentials=None) -> TemplateR
 # Tokens ----------------------------------------------------------------------------------------
 
 
-def attempt_request(
-    *, address: str | None, path: str, method: str = "GET", user_agent: str = "", accept: str = ""
-) -> HttpRequest:
-    """A request as axes reads one, made of what identifies an attempt and nothing of its body
-    (so that counting a failure never parses what was sent)."""
+def attempt_request(meta: dict, *, path: str, method: str) -> HttpRequest:
+    """A request as axes reads one: what identifies an attempt (its peer's address and the
+    proxy's X-Forwarded-For, the user agent, what it accepts) and nothing of its body, so that
+    counting a failure never parses what was sent."""
     attempt = HttpRequest()
     attempt.method = method
     attempt.path = attempt.path_info = path
     attempt.META = {
-        "REMOTE_ADDR": address or "",
         "PATH_INFO": path,
-        "HTTP_USER_AGENT": user_agent,
-        "HTTP_ACCEPT": accept,
+        "REMOTE_ADDR": meta.get("REMOTE_ADDR") or "",
+        **{key: meta[key] for key in ATTEMPT_HEADERS if key in meta},
     }
     return attempt
 
 
+ATTEMPT_HEADERS = ("HTTP_X_FORWARDED_FOR", "HTTP_USER_AGENT", "HTTP_ACCEPT")
+
+
 def attempt_from_scope(scope) -> HttpRequest:
     """The attempt an ASGI connection (a socket's handshake, an MCP request) makes."""
-    headers = dict(scope.get("headers", ()))
-    client = scope.get("client") or (None, None)
-    return attempt_request(
-        address=client[0],
-        path=scope.get("path", ""),
-        method=scope.get("method", "GET"),
-        user_agent=headers.get(b"user-agent", b"").decode("latin1"),
-        accept=headers.get(b"accept", b"").decode("latin1"),
-    )
+    meta = {"REMOTE_ADDR": (scope.get("client") or (None,))[0]}
+    for name, value in scope.get("headers", ()):
+        key = "HTTP_" + name.decode("latin1").upper().replace("-", "_")
+        if key in ATTEMPT_HEADERS:
+            meta[key] = value.decode("latin1")
+    return attempt_request(meta, path=scope.get("path", ""), method=scope.get("method", "GET"))
 
 
 def attempt_from_request(request) -> HttpRequest:
     """The attempt a Django (or DRF) request makes."""
-    meta = request.META
-    return attempt_request(
-        address=meta.get("REMOTE_ADDR"),
-        path=request.path,
-        method=request.method,
-        user_agent=meta.get("HTTP_USER_AGENT", ""),
-        accept=meta.get("HTTP_ACCEPT", ""),
-    )
+    return attempt_request(request.META, path=request.path, method=request.method)
 
 
 def checked(attempt: HttpRequest, check: Callable[[], T]) -> T:
