@@ -3,6 +3,7 @@ without it, says what is missing); through the proxy (X-Forwarded-Proto: https) 
 Secure and HSTS is sent, plain http is redirected but for the operator's endpoints, and the
 address the login locks count is the one the proxy saw."""
 
+import asyncio
 import os
 import re
 import secrets
@@ -10,11 +11,12 @@ import subprocess
 import sys
 
 import httpx
+import websockets
 from axes.models import AccessAttempt
 from django.test.utils import override_settings
 
 from core.checks import check_middleware_by_class
-from tests.conftest import ROOT
+from tests.conftest import ROOT, receive_json
 
 HTTPS = {"X-Forwarded-Proto": "https"}
 
@@ -120,3 +122,24 @@ def test_through_the_proxy_cookies_are_secure_hsts_is_sent_and_http_redirected(m
         )
         assert wrong.status_code == 401
     assert list(AccessAttempt.objects.values_list("ip_address", flat=True)) == ["203.0.113.9"]
+
+
+def test_a_browsers_socket_through_the_proxy_is_https_origin_checked(
+    make_server, people, conversation
+):
+    server = make_server(PARLEY_HTTPS="1")
+    origin = f"https://127.0.0.1:{server.port}"
+
+    async def handshake(headers: dict) -> str:
+        try:
+            async with websockets.connect(
+                server.ws_url(conversation.pk), additional_headers=headers, open_timeout=10
+            ) as ws:
+                return (await receive_json(ws))["type"]
+        except websockets.InvalidStatus as refused:
+            return str(refused.response.status_code)
+
+    page_socket = {**people.alice.headers, "Origin": origin}
+    assert asyncio.run(handshake({**page_socket, **HTTPS})) == "ws.ready"
+    # Not through the proxy: an https page's socket arriving over plain ws is another origin.
+    assert asyncio.run(handshake(page_socket)) == "403"
