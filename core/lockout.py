@@ -170,6 +170,9 @@ def lockout_page(request, original_response=None, credentials=None) -> TemplateR
 
 # Tokens ----------------------------------------------------------------------------------------
 
+# What of a request identifies an attempt, besides its peer's address.
+ATTEMPT_HEADERS = ("HTTP_X_FORWARDED_FOR", "HTTP_USER_AGENT", "HTTP_ACCEPT")
+
 
 def attempt_request(meta: dict, *, path: str, method: str) -> HttpRequest:
     """A request as axes reads one: what identifies an attempt (its peer's address and the
@@ -184,9 +187,6 @@ def attempt_request(meta: dict, *, path: str, method: str) -> HttpRequest:
         **{key: meta[key] for key in ATTEMPT_HEADERS if key in meta},
     }
     return attempt
-
-
-ATTEMPT_HEADERS = ("HTTP_X_FORWARDED_FOR", "HTTP_USER_AGENT", "HTTP_ACCEPT")
 
 
 def attempt_from_scope(scope) -> HttpRequest:
