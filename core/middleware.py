@@ -58,13 +58,29 @@ class SessionMiddleware(OnTheLoop, sessions.SessionMiddleware):
         return session is not None and (session.modified or settings.SESSION_SAVE_EVERY_REQUEST)
 
 
+class _Refusal:
+    """A request the CSRF check refused, and why: its page is yet to be rendered."""
+
+    def __init__(self, reason: str):
+        self.reason = reason
+
+
 class CsrfViewMiddleware(OnTheLoop, csrf.CsrfViewMiddleware):
     """The token is read from its cookie (CSRF_USE_SESSIONS is off) and the form from the body
     already in memory. ``process_view``, which Django would also run in a thread, runs on the
-    loop too."""
+    loop too; but the page of a refused request (403_csrf.html) is rendered in a thread: like
+    every page, it shows who is signed in, which reads the session and the person from the
+    database (a form left open while its person logged in again elsewhere is refused so)."""
 
     async def process_view(self, request, callback, callback_args, callback_kwargs):
-        return super().process_view(request, callback, callback_args, callback_kwargs)
+        outcome = super().process_view(request, callback, callback_args, callback_kwargs)
+        if isinstance(outcome, _Refusal):
+            refuse = sync_to_async(super()._reject, thread_sensitive=True)
+            return await refuse(request, outcome.reason)
+        return outcome
+
+    def _reject(self, request, reason):
+        return _Refusal(reason)
 
 
 class AuthenticationMiddleware(OnTheLoop, auth.AuthenticationMiddleware):
