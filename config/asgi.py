@@ -35,13 +35,19 @@ async def http(scope, receive, send):
     return await django_asgi_app(scope, receive, send)
 
 
+_mcp = None  # the MCP endpoint, once its module is imported whole
+
+
 async def _mcp_endpoint():
     """The MCP endpoint, imported at its first request, in a thread: the SDK takes a second to
-    import, which a process that never serves MCP (and every server the tests start) saves."""
-    module = sys.modules.get("external.server")
-    if module is None:
+    import, which a process that never serves MCP (and every server the tests start) saves.
+    Requests that come while it is being imported wait for the import to finish (Python's
+    import lock), rather than finding the module half made in ``sys.modules``."""
+    global _mcp
+    if _mcp is None:
         module = await asyncio.to_thread(importlib.import_module, "external.server")
-    return module.endpoint
+        _mcp = module.endpoint
+    return _mcp
 
 
 router = ProtocolTypeRouter(

@@ -4,10 +4,10 @@ the load balancer and Prometheus."""
 from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.urls import include, path
-from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
 from conversations import pages
 from core import health
+from core.api import DocsView, SchemaView
 from selection.pages import waiting_page
 
 urlpatterns = [
@@ -20,11 +20,11 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     path("api/", include("conversations.urls")),
     path("api/", include("selection.urls")),
-    path("api/schema/", SpectacularAPIView.as_view(), name="api-schema"),
+    path("api/schema/", SchemaView.as_view(), name="api-schema"),
     # Swagger UI with its start-up script at ?script (a file, not inline: see api_docs.html).
     path(
         "api/docs/",
-        SpectacularSwaggerSplitView.as_view(url_name="api-schema", template_name="api_docs.html"),
+        DocsView.as_view(url_name="api-schema", template_name="api_docs.html"),
         name="api-docs",
     ),
     path("healthz", health.healthz, name="healthz"),

@@ -1,11 +1,15 @@
-"""The DRF glue: the API's one error shape and its exception handler, strict input fields, and
-``PooledApiView``, a DRF view served whole from the runtime's database threads (the API's token
-authentication is core.lockout's: DRF imports it while its views are still loading)."""
+"""The DRF glue: the API's one error shape and its exception handler, strict input fields,
+``PooledApiView``, a DRF view served whole from the runtime's database threads, and the views of
+the API's schema and documentation (the API's token authentication is core.lockout's: DRF
+imports it while its views are still loading)."""
+
+import threading
 
 from django.conf import settings
 from django.core.exceptions import PermissionDenied, RequestDataTooBig
 from django.http import Http404, HttpResponse
 from drf_spectacular.utils import inline_serializer
+from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 from rest_framework import exceptions as drf_exceptions
 from rest_framework import serializers
 from rest_framework.response import Response
@@ -149,6 +153,29 @@ class PooledApiView(APIView):
         # render a template response in a thread of its own.
         response.render()
         return HttpResponse(response.content, status=response.status_code, headers=response.headers)
+
+
+# The schema and its documentation ---------------------------------------------------------------
+
+_one_schema_at_a_time = threading.Lock()
+
+
+class SchemaView(SpectacularAPIView):
+    """drf-spectacular's schema, made one request at a time: its generator is not safe across
+    threads (it loads its extensions lazily, into class attributes shared by all), and Django
+    runs each request's sync view in a thread of its own, so two first requests at once could
+    fail with a 500 (drf-spectacular's issues 1122 and 1368)."""
+
+    def get(self, request, *args, **kwargs):
+        with _one_schema_at_a_time:
+            return super().get(request, *args, **kwargs)
+
+
+class DocsView(SpectacularSwaggerSplitView):
+    """Swagger UI's page, for GET (and HEAD) only: DRF would answer OPTIONS by rendering the
+    page's template with none of what it shows (a 500); it is 405 instead."""
+
+    http_method_names = ["get", "head"]
 
 
 # Serializer fields from JSON schemas ---------------------------------------------------------

@@ -1,6 +1,8 @@
 """No request is a server error, through a real Daphne: a form refused by its CSRF check
-gets its 403 page, signed in or not."""
+gets its 403 page, signed in or not; the first requests for the schema and MCP, all at once,
+are served; nothing is logged at ERROR."""
 
+import asyncio
 import re
 
 from conversations.models import Conversation
@@ -49,3 +51,22 @@ def test_logging_out_without_the_forms_token_is_refused_and_keeps_the_session(se
         assert browser.get("/").status_code == 302  # to the login page
     finally:
         browser.close()
+
+
+async def test_the_first_requests_for_the_schema_and_mcp_come_at_once_and_are_served(server):
+    """The first requests after a start find the schema's generator and the MCP endpoint not
+    yet loaded: several at once wait for the one loading rather than failing."""
+    async with server.async_client() as client:
+        answers = await asyncio.gather(
+            *(client.get("/api/schema/") for _ in range(6)),
+            *(client.post("/mcp/", json={}) for _ in range(6)),
+        )
+    assert [answer.status_code for answer in answers] == [200] * 6 + [401] * 6
+    _assert_no_error_logged(server)
+
+
+def _assert_no_error_logged(server) -> None:
+    log = server.log_text()
+    errors = [line for line in log.splitlines() if " ERROR " in line]
+    assert not errors, "\n".join(errors[:20])
+    assert "Exception inside application" not in log
