@@ -3,6 +3,7 @@
 import asyncio
 import json
 import random
+import struct
 
 from asgiref.sync import sync_to_async
 from django.contrib.admin.utils import quote
@@ -13,7 +14,14 @@ from conversations import services
 from conversations.models import Turn
 from core.people import person
 from tests.conftest import all_events, events_until_terminal, receive_json, wait_for_turn_end
-from tests.helpers import assert_contiguous, astart_turn, read_tail
+from tests.helpers import (
+    assert_contiguous,
+    astart_turn,
+    client_frame,
+    handshake,
+    read_tail,
+    server_frames,
+)
 
 INTERNAL = "Something went wrong inside Parley; an admin can see the details."
 
@@ -395,3 +403,41 @@ async def test_events_whose_wake_up_was_lost_reach_every_watcher_at_the_next_pol
             events = await events_until_terminal(ws, turn.pk, timeout=20)
             assert [e["type"] for e in events] == ["turn.started", "turn.completed"]
             assert_contiguous(events, 1, 2)
+
+
+async def test_a_client_that_closes_while_its_replay_streams_gets_the_close_last(
+    server, people, flood_conversation
+):
+    """The socket fuzzer's 1006: its client closed while a replay it had asked for was still
+    coming, unread. The server answers a close whatever the client has read: the events it
+    wrote before, then the close (1000), then the end of the connection. (websockets' own
+    close() stops reading once 16 frames wait unread and so never sees that close: the tests
+    read on, see tests.helpers.close_reading_on.)"""
+    cid = flood_conversation.pk
+    with server.client(people.alice) as client:
+        start_turn(client, cid, "600 events")
+        latest = wait_for_turn_end(client, cid)["latest_seq"]
+    reader, writer = await asyncio.open_connection("127.0.0.1", server.port)
+    try:
+        writer.write(handshake(f"/ws/conversations/{cid}/?from_seq={latest}", people.bob.token))
+        assert b" 101 " in await reader.readuntil(b"\r\n\r\n")
+        writer.write(client_frame(0x1, b'{"type": "resume", "ref": "r", "from_seq": 0}'))
+        received = b""
+        async with asyncio.timeout(30):
+            while b'"type":"ws.ack"' not in received:
+                received += await reader.read(65536)
+            # The ack came first; the replay follows, and the client closes without reading it.
+            writer.write(client_frame(0x8, struct.pack("!H", 1000)))
+            received += await reader.read()  # to the end of the connection
+    finally:
+        writer.close()
+    frames = server_frames(received)
+    assert frames[-1] == (0x8, struct.pack("!H", 1000))
+    texts = [json.loads(payload) for opcode, payload in frames[:-1]]
+    assert [opcode for opcode, _ in frames[:-1]] == [0x1] * len(texts)
+    assert texts[0]["type"] == "ws.ready"
+    assert [frame["ref"] for frame in texts if frame["type"] == "ws.ack"] == ["r"]
+    # What of the replay went out before the close, in order and whole.
+    replayed = [frame for frame in texts if "seq" in frame]
+    assert_contiguous(replayed, 1)
+    assert len(replayed) <= latest

@@ -6,7 +6,6 @@ Daphne."""
 
 import asyncio
 import json
-import os
 import struct
 import subprocess
 from dataclasses import dataclass
@@ -16,7 +15,7 @@ import websockets
 
 from conversations.models import Watcher
 from tests.conftest import all_events, receive_json
-from tests.helpers import ask, create_conversation, start, wait_pending
+from tests.helpers import ask, client_frame, create_conversation, handshake, start, wait_pending
 
 FORM = {
     "type": "object",
@@ -294,33 +293,18 @@ async def test_a_frame_over_daphnes_limit_closes_the_socket_with_1009(server, pe
     assert_no_crash(server)
 
 
-def _handshake(path: str, token: str) -> bytes:
-    return (
-        f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
-        "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n"
-        f"Authorization: Token {token}\r\n\r\n"
-    ).encode()
-
-
-def _client_frame(opcode: int, payload: bytes) -> bytes:
-    """A masked frame, as a client sends it (payloads under 126 bytes)."""
-    mask = os.urandom(4)
-    body = bytes(byte ^ mask[i % 4] for i, byte in enumerate(payload))
-    return bytes([0x80 | opcode, 0x80 | len(payload)]) + mask + body
-
-
 async def _vanish(port: int, path: str, token: str, how: int) -> None:
     reader, writer = await asyncio.open_connection("127.0.0.1", port)
-    writer.write(_handshake(path, token))
+    writer.write(handshake(path, token))
     if how == 1:  # a frame, then a close frame, in the same breath as the handshake
-        writer.write(_client_frame(0x1, b'{"type": "resume", "from_seq": 0}'))
-        writer.write(_client_frame(0x8, struct.pack("!H", 1000)))
+        writer.write(client_frame(0x1, b'{"type": "resume", "from_seq": 0}'))
+        writer.write(client_frame(0x8, struct.pack("!H", 1000)))
     await writer.drain()
     if how == 2:  # once the server has accepted
         await reader.readuntil(b"\r\n\r\n")
     if how == 3:  # a close frame once accepted, then gone at once
         await reader.readuntil(b"\r\n\r\n")
-        writer.write(_client_frame(0x8, struct.pack("!H", 1001)))
+        writer.write(client_frame(0x8, struct.pack("!H", 1001)))
     if how % 2:
         writer.transport.abort()  # a reset, not a goodbye
     else:
