@@ -15,13 +15,14 @@ from django.core.asgi import get_asgi_application
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
 django_asgi_app = get_asgi_application()
 
-from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
+from channels.routing import ProtocolTypeRouter  # noqa: E402
 from django.conf import settings  # noqa: E402
 
 from conversations.routing import websocket_urlpatterns  # noqa: E402
 from core.auth import WebSocketAuthMiddleware  # noqa: E402
 from core.origins import OriginCheck  # noqa: E402
 from core.process import server_loop  # noqa: E402
+from core.sockets import SocketRouter  # noqa: E402
 from selection.routing import websocket_urlpatterns as people_urlpatterns  # noqa: E402
 
 logger = logging.getLogger(__name__)
@@ -54,7 +55,7 @@ router = ProtocolTypeRouter(
     {
         "http": http,
         "websocket": OriginCheck(
-            WebSocketAuthMiddleware(URLRouter(websocket_urlpatterns + people_urlpatterns))
+            WebSocketAuthMiddleware(SocketRouter(websocket_urlpatterns + people_urlpatterns))
         ),
     }
 )

@@ -1,7 +1,8 @@
 """What every socket of Parley's shares: each frame through the decoding gate once, answered
 with ``ws.ack`` or ``ws.error`` (a handler's own bug too, as ``internal``, the socket left
 open), nothing sent to a client that has gone, and the socket's cleanup run however its
-consumer ends (a close, a crash, a client gone mid-handshake, a cancelled task)."""
+consumer ends (a close, a crash, a client gone mid-handshake, a cancelled task); and the router
+that refuses a socket to a path no route serves."""
 
 import asyncio
 import json
@@ -11,6 +12,8 @@ from autobahn.exception import Disconnected
 from channels.consumer import get_handler_name
 from channels.exceptions import StopConsumer
 from channels.generic.websocket import AsyncWebsocketConsumer
+from channels.routing import URLRouter
+from channels.security.websocket import WebsocketDenier
 from django.conf import settings
 from twisted.internet import tcp
 from twisted.internet.interfaces import IPushProducer
@@ -187,6 +190,26 @@ def _ignoring_gone_clients(send):
             pass
 
     return send_to_client
+
+
+class SocketRouter(URLRouter):
+    """Channels' URLRouter, except that a socket to a path no route serves (``/ws/nope/``,
+    ``/``) is refused at its handshake, with 403 (the one refusal Daphne sends), where Channels'
+    router would raise, which Daphne answers with a 500 and logs as a server error: a path is
+    the client's to get wrong, not the server's (Daphne's access log shows the refusal)."""
+
+    async def __call__(self, scope, receive, send):
+        if "path_remaining" not in scope and not self._serves(scope):
+            return await WebsocketDenier()(scope, receive, send)
+        return await super().__call__(scope, receive, send)
+
+    def _serves(self, scope) -> bool:
+        """Whether a route matches the path, read as Channels' router reads it."""
+        path, root = scope.get("path", ""), scope.get("root_path", "")
+        if root and not path.startswith(root):
+            return False
+        path = path[len(root) :].lstrip("/")
+        return any(route.pattern.match(path) for route in self.routes)
 
 
 # Field checks: each takes the field's name and value (MISSING when absent) and returns the
