@@ -93,15 +93,17 @@ def _admin_row(pattern) -> list[str]:
 
 def _values(name: str, pattern, fixture: Fixture) -> list[str]:
     """Plausible values for a path's parameter: ones that exist, and nonsense."""
-    real = {
-        "conversation_id": [fixture.conversation, fixture.others],
-        "selection_id": [fixture.selection],
-        "object_id": _admin_row(pattern),
-        "content_type_id": [str(ContentType.objects.get_for_model(Conversation).pk)],
-        "id": [str(get_user_model().objects.get(username="bob").pk)],
-        "app_label": ["conversations", "selection"],
-        "url": [],
-    }[name]
+    known = {
+        "conversation_id": lambda: [fixture.conversation, fixture.others],
+        "selection_id": lambda: [fixture.selection],
+        "object_id": lambda: _admin_row(pattern),
+        "content_type_id": lambda: [str(ContentType.objects.get_for_model(Conversation).pk)],
+        "id": lambda: [str(get_user_model().objects.get(username="bob").pk)],
+        "app_label": lambda: ["conversations", "selection"],
+        "url": lambda: [],
+    }
+    assert name in known, f"{pattern.pattern} has a parameter the walk cannot fill: {name}"
+    real = known[name]()
     if name == "object_id" and "content_type_id" in str(pattern.pattern):
         real = [fixture.conversation]  # admin/r/<content type>/<object>/: "view on site"
     return [*real, NONSENSE]
