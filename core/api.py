@@ -8,7 +8,7 @@ import threading
 from django.conf import settings
 from django.core.exceptions import PermissionDenied, RequestDataTooBig
 from django.http import Http404, HttpResponse
-from drf_spectacular.utils import inline_serializer
+from drf_spectacular.utils import extend_schema, inline_serializer
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 from rest_framework import exceptions as drf_exceptions
 from rest_framework import serializers
@@ -166,6 +166,7 @@ class SchemaView(SpectacularAPIView):
     runs each request's sync view in a thread of its own, so two first requests at once could
     fail with a 500 (drf-spectacular's issues 1122 and 1368)."""
 
+    @extend_schema(exclude=True)
     def get(self, request, *args, **kwargs):
         with _one_schema_at_a_time:
             return super().get(request, *args, **kwargs)
