@@ -9,6 +9,7 @@ import logging
 import os
 import signal
 import sys
+from functools import partial
 
 from django.core.asgi import get_asgi_application
 
@@ -121,16 +122,20 @@ def _complete_socket_scopes() -> None:
     with --proxy-headers) but leaves it out of a socket's scope, where ASGI's default is ws:
     give a socket its scheme the same way (wss), so that its Origin check compares the scheme
     HTTP's CSRF check would (see core.origins). And give it its write buffer's
-    ``Flow`` (see core.sockets), which Daphne does not show an application."""
+    ``Flow`` (see core.sockets), which Daphne does not show an application; and a request, a
+    way to have its response's (see core.streaming), for a response streamed without end."""
     from daphne.server import Server
     from twisted.internet.interfaces import ISSLTransport
 
     from core.sockets import Flow
+    from core.streaming import ResponseFlow
 
     create_application = Server.create_application
 
     def create_with_scheme(self, protocol, scope):
-        if scope.get("type") == "websocket":
+        if scope.get("type") == "http":
+            scope["parley.response_flow"] = partial(ResponseFlow, protocol)
+        elif scope.get("type") == "websocket":
             secure = ISSLTransport.providedBy(protocol.transport)
             forwarded = getattr(protocol, "client_scheme", None)  # with --proxy-headers
             if forwarded:

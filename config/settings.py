@@ -338,9 +338,10 @@ PARLEY_RELEASE_PARKED_AFTER_SECONDS = env.float("PARLEY_RELEASE_PARKED_AFTER_SEC
 PARLEY_DB_RETRY_SECONDS = env.float("PARLEY_DB_RETRY_SECONDS", default=60.0)
 PARLEY_MAX_INPUT_CHARS = env.int("PARLEY_MAX_INPUT_CHARS", default=20_000)
 PARLEY_WS_MAX_FRAME_BYTES = env.int("PARLEY_WS_MAX_FRAME_BYTES", default=64 * 1024)
-# A socket's write buffer: past this many bytes not yet taken by the client, nothing more is
-# written to it until the buffer has drained; a socket that stays full this many seconds is
-# closed with 4408 (the client reconnects and resumes from the last event it had).
+# A socket's (or a tail's) write buffer: past this many bytes not yet taken by the client,
+# nothing more is written to it until the buffer has drained; a socket that stays full this many
+# seconds is closed with 4408, a tail ended with a fell_behind error (the client reconnects and
+# resumes from the last event it had).
 PARLEY_SOCKET_BUFFER_BYTES = env.int("PARLEY_SOCKET_BUFFER_BYTES", default=256 * 1024)
 PARLEY_SOCKET_STALL_SECONDS = env.float("PARLEY_SOCKET_STALL_SECONDS", default=15.0)
 PARLEY_SSE_KEEPALIVE_SECONDS = env.float("PARLEY_SSE_KEEPALIVE_SECONDS", default=15.0)

@@ -43,14 +43,17 @@ def conversation_group_name(conversation_id: str) -> str:
 class Subscription:
     """One watcher's queue of live frames for one conversation.
 
-    The queue is bounded: a watcher that falls too far behind loses its queued frames and is
-    told so (``overflowed``), and reads them back from the database instead.
+    The queue is bounded (in frames, and in characters: a few large events weigh as much as
+    many small ones): a watcher that falls too far behind loses its queued frames and is told so
+    (``overflowed``), and reads them back from the database instead.
     """
 
     MAX_BACKLOG = 10_000
+    MAX_BACKLOG_CHARS = 4 * 2**20
 
     __slots__ = (
         "_frames",
+        "_size",
         "_wakeup",
         "conversation_id",
         "on_presence",
@@ -62,17 +65,24 @@ class Subscription:
         self.conversation_id = conversation_id
         self.overflowed = False
         self._frames: deque[Frame] = deque()
+        self._size = 0
         self._wakeup = asyncio.Event()
         # Who is watching: an async callable given each new ``presence`` frame, if wanted.
         self.on_presence = None
         self.presence_sent: str | None = None
 
-    def put(self, frames: list[Frame]) -> None:
-        if len(self._frames) + len(frames) > self.MAX_BACKLOG:
+    def put(self, frames: list[Frame], size: int = 0) -> None:
+        """Queue ``frames`` (``size``: their texts' length in all)."""
+        if (
+            len(self._frames) + len(frames) > self.MAX_BACKLOG
+            or self._size + size > self.MAX_BACKLOG_CHARS
+        ):
             self._frames.clear()
+            self._size = 0
             self.overflowed = True
         else:
             self._frames.extend(frames)
+            self._size += size
         self._wakeup.set()
 
     def nudge(self) -> None:
@@ -92,6 +102,7 @@ class Subscription:
                 return None
         frames = list(self._frames)
         self._frames.clear()
+        self._size = 0
         return frames
 
 
@@ -206,8 +217,9 @@ class Hub:
             return
         if frames:
             self.seen(conversation_id, frames[-1].seq)
+        size = sum(len(frame.text) for frame in frames)
         for subscription in tuple(watchers):
-            subscription.put(frames)
+            subscription.put(frames, size)
 
     def seen(self, conversation_id: str, seq: int) -> None:
         """The watchers of a conversation have been given (or have read) every event up to

@@ -19,9 +19,12 @@ from .events import Frame
 
 class ConversationFeed:
     # A replay's first page is small, so that its first events are on their way after a short
-    # read; the pages after it are large, so that a long replay costs few queries and writes.
+    # read; the pages after it are large, so that a long replay costs few queries and writes,
+    # but of about PAGE_CHARS at most: a page of large events is as many fewer (a watcher that
+    # waits for its client holds one page).
     FIRST_PAGE = 100
     PAGE = 1000
+    PAGE_CHARS = 2**20
 
     def __init__(self, conversation_id: str, after_seq: int):
         self.conversation_id = conversation_id
@@ -66,7 +69,7 @@ class ConversationFeed:
         if it was read before the feed subscribed (events committed in between are read then)."""
         self._primed = frames
         self._replay = read_before_subscribing or len(frames) == self._page
-        self._page = self.PAGE if self._replay else self.FIRST_PAGE
+        self._page = self._page_after(frames) if self._replay else self.FIRST_PAGE
         if frames:
             self.last_seq = frames[-1].seq
         if not self._replay:
@@ -101,7 +104,7 @@ class ConversationFeed:
                     self._page = self.FIRST_PAGE
                     hub.seen(self.conversation_id, frames[-1].seq if frames else self.last_seq)
                 else:
-                    self._page = self.PAGE
+                    self._page = self._page_after(frames)
                 if frames:
                     self.last_seq = frames[-1].seq
                     return frames
@@ -118,6 +121,14 @@ class ConversationFeed:
             frames = self._merge(live)
             if frames:
                 return frames
+
+    def _page_after(self, frames: list[Frame]) -> int:
+        """How many events the next page reads: PAGE, or as many as about PAGE_CHARS hold if
+        events the size of these would weigh more."""
+        size = sum(len(frame.text) for frame in frames)
+        if size <= self.PAGE_CHARS * len(frames) // self.PAGE:
+            return self.PAGE
+        return max(1, len(frames) * self.PAGE_CHARS // size)
 
     def _merge(self, live: list[Frame]) -> list[Frame]:
         frames = []

@@ -19,6 +19,10 @@ SOCKETS_OPEN = Gauge("parley_sockets_open", "Conversation sockets open in this p
 SOCKETS_BEHIND = Counter(
     "parley_sockets_behind", "Conversation sockets closed (4408) because their client fell behind"
 )
+TAILS_OPEN = Gauge("parley_tails_open", "Tails (/tail/) open in this process")
+TAILS_BEHIND = Counter(
+    "parley_tails_behind", "Tails ended (fell_behind) because their client stopped reading"
+)
 TURNS_RUNNING = Gauge("parley_turns_running", "Turns this process is running")
 EVENTS_WRITTEN = Counter("parley_events_written", "Events this process appended to the log")
 EVENT_COMMIT_SECONDS = Histogram(

@@ -1,5 +1,9 @@
 """Tailing a conversation as Server-Sent Events: replay from a seq, follow live until the turn
-that was active ends, then ``event: done``."""
+that was active ends, then ``event: done``; a client that stops reading costs a bounded buffer,
+and its tail ends with ``event: error`` (``fell_behind``)."""
+
+import asyncio
+import logging
 
 from django.conf import settings
 from django.http import StreamingHttpResponse
@@ -7,7 +11,10 @@ from django.http import StreamingHttpResponse
 from . import revocation, selectors
 from .events import encode
 from .feed import ConversationFeed
+from .metrics import TAILS_BEHIND, TAILS_OPEN
 from .models import Membership
+
+logger = logging.getLogger(__name__)
 
 
 def sse_frame(data: str, *, id: int | None = None, event: str | None = None) -> str:
@@ -25,6 +32,18 @@ REVOKED = {
     "code": "access_removed",
     "message": "Your access to this workspace was removed; the tail ends here.",
 }
+FELL_BEHIND = {
+    "code": "fell_behind",
+    "message": "You stopped reading, so the tail ends here; reconnect with Last-Event-ID set to "
+    "the last id you have, and nothing is lost.",
+}
+# A batch is written a slice at a time, each once the client has taken what it had: a client
+# that stops reading leaves the server at most a buffer and a slice.
+SLICE_FRAMES = 64
+SLICE_BYTES = 64 * 1024
+# How long a tail ended for falling behind leaves its client to read what it has (its buffer is
+# bounded meanwhile) before the connection is dropped.
+BEHIND_PATIENCE_SECONDS = 30
 
 
 async def tail_stream(
@@ -35,13 +54,24 @@ async def tail_stream(
     follow_turn_id: str | None,
     membership=None,
     first_page: list | None = None,
+    flow_factory=None,
+    slot=None,
 ):
     """Events after ``after_seq``: up to ``end_seq`` when no turn is active, else until the
     active turn's terminal event; then ``done`` with the last seq sent. With ``membership``
     (the reader's), the tail ends with an ``error`` event instead should the reader lose access
-    to the workspace meanwhile (see conversations.revocation)."""
+    to the workspace meanwhile (see conversations.revocation).
+
+    With ``flow_factory`` (Daphne's, see core.streaming) nothing more is written while the
+    client's buffer is full, and events are read from the database as the client takes them; a
+    client whose buffer stays full for ``PARLEY_SOCKET_STALL_SECONDS`` gets an ``error``
+    (``fell_behind``) and the tail ends. ``slot`` (the reader's place among their tails, see
+    core.slots) is given back when the tail ends, however it ends."""
     keepalive = settings.PARLEY_SSE_KEEPALIVE_SECONDS
+    stall = settings.PARLEY_SOCKET_STALL_SECONDS
     sent = after_seq
+    flow = behind = None
+    cut = False  # whether the client was last sent a piece of a frame
     feed = ConversationFeed(conversation_id, after_seq)
     if first_page is not None:
         feed.prime(first_page, read_before_subscribing=True)
@@ -54,39 +84,103 @@ async def tail_stream(
             role=Membership.Role.VIEWER,
             revoke=lambda kind: feed.interrupt(),
         )
+    TAILS_OPEN.inc()
     try:
+        if flow_factory is not None:
+            flow = flow_factory()
+
+        async def room() -> bool:
+            """Whether the client has taken what it had (waiting up to the stall time)."""
+            return flow is None or not flow.full or await flow.drained(stall)
+
         async with feed:
             yield ": connected\n\n"
-            while follow_turn_id is not None or sent < end_seq:
+            while (follow_turn_id is not None or sent < end_seq) and not behind:
                 frames = await feed.next_batch(timeout=keepalive)
                 if feed.interrupted:
                     break
                 if not frames:
+                    if not await room():
+                        behind = True
+                        break
                     yield ": keep-alive\n\n"
                     continue
-                chunk = []
+                due = []
                 for frame in frames:
                     if follow_turn_id is None and frame.seq > end_seq:
                         break
-                    chunk.append(sse_frame(frame.text, id=frame.seq))
-                    sent = frame.seq
+                    due.append(frame)
                     if frame.is_terminal and frame.turn_id == follow_turn_id:
-                        follow_turn_id, end_seq = None, sent
+                        follow_turn_id, end_seq = None, frame.seq
                         break
-                yield "".join(chunk)
+                for chunk, last in _slices(due):
+                    if not await room():
+                        # Mid-frame, the client is left the frame's start, which SSE discards
+                        # when the stream ends; nothing is added after it.
+                        behind = "mid-frame" if cut else True
+                        break
+                    yield chunk
+                    cut = last is None
+                    if not cut:
+                        sent = last
     finally:
+        TAILS_OPEN.dec()
         revocation.let_go(held)
+        if flow is not None:
+            flow.release()
+        if slot is not None:
+            await asyncio.shield(slot.release())
     if feed.interrupted:
         yield sse_frame(encode({"error": REVOKED}), event="error")
+    elif behind:
+        TAILS_BEHIND.inc()
+        logger.info(
+            "Tail of %s ended (fell_behind): its buffer stayed full for %.0f s",
+            conversation_id,
+            stall,
+        )
+        flow.drop_unless_read(BEHIND_PATIENCE_SECONDS)
+        if behind != "mid-frame":
+            error = {**FELL_BEHIND, "last_event_id": sent}
+            yield sse_frame(encode({"error": error}), event="error")
     else:
         yield sse_frame(encode({"latest_seq": sent}), event="done")
 
 
-def tail_response(conversation, *, after_seq: int, membership=None) -> StreamingHttpResponse:
+def _slices(frames: list):
+    """The frames as SSE text, in slices of at most SLICE_FRAMES frames or about SLICE_BYTES,
+    each with the seq of its last frame; a frame larger than that alone, in pieces, the seq with
+    the last piece only (None with the others)."""
+    chunk, size, seq = [], 0, None
+    for frame in frames:
+        text = frame.text
+        if len(text) > SLICE_BYTES and "\n" not in text:
+            if chunk:
+                yield "".join(chunk), seq
+                chunk, size = [], 0
+            # An event's data is one line of JSON: written in pieces, it is one frame still.
+            yield f"id: {frame.seq}\ndata: ", None
+            for start in range(0, len(text), SLICE_BYTES):
+                yield text[start : start + SLICE_BYTES], None
+            yield "\n\n", frame.seq
+            continue
+        chunk.append(sse_frame(text, id=frame.seq))
+        seq = frame.seq
+        size += len(chunk[-1])
+        if len(chunk) >= SLICE_FRAMES or size >= SLICE_BYTES:
+            yield "".join(chunk), seq
+            chunk, size = [], 0
+    if chunk:
+        yield "".join(chunk), seq
+
+
+def tail_response(
+    conversation, *, after_seq: int, membership=None, flow_factory=None, slot=None
+) -> StreamingHttpResponse:
     """The SSE response for a conversation read with its active turn (see selectors), for the
-    reader whose ``membership`` it is (the tail ends should they lose it). Called where the
-    database may be read (a database thread): the replay's first page is read with it, so that
-    the first events go out with the response's first bytes."""
+    reader whose ``membership`` it is (the tail ends should they lose it), holding ``slot`` (see
+    tail_stream). Called where the database may be read (a database thread): the replay's first
+    page is read with it, so that the first events go out with the response's first bytes."""
     first_page = selectors.event_frames_after(
         conversation_id=conversation.pk, after_seq=after_seq, limit=ConversationFeed.FIRST_PAGE
     )
@@ -98,6 +192,8 @@ def tail_response(conversation, *, after_seq: int, membership=None) -> Streaming
             follow_turn_id=conversation.active_turn_id,
             membership=membership,
             first_page=first_page,
+            flow_factory=flow_factory,
+            slot=slot,
         ),
         content_type="text/event-stream",
     )

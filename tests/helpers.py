@@ -6,6 +6,7 @@ import html
 import json
 import os
 import re
+import socket
 import threading
 import time
 from contextlib import contextmanager
@@ -384,6 +385,58 @@ def sse_events(lines: list[str]) -> list[tuple[str, dict]]:
             events.append((name, json.loads(line.removeprefix("data: "))))
             name = "message"
     return events
+
+
+def stalled_tail(server, person, cid, from_seq: int, receive_buffer: int = 16 * 1024):
+    """A tail opened over raw TCP whose client reads nothing (its kernel buffer takes
+    ``receive_buffer``), asking the server to close the connection when the response ends."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, receive_buffer)
+    sock.connect(("127.0.0.1", server.port))
+    sock.sendall(
+        (
+            f"GET /api/conversations/{cid}/tail/?from_seq={from_seq} HTTP/1.1\r\n"
+            f"Host: 127.0.0.1\r\nAuthorization: Token {person.token}\r\n"
+            "Accept: text/event-stream\r\nConnection: close\r\n\r\n"
+        ).encode()
+    )
+    return sock
+
+
+def read_to_end(sock, timeout: float = CEILING) -> bytes:
+    """Everything the server sends on ``sock`` until it closes the connection."""
+    sock.settimeout(timeout)
+    received = bytearray()
+    with sock:
+        while chunk := sock.recv(1 << 20):
+            received += chunk
+    return bytes(received)
+
+
+def raw_sse(raw: bytes) -> tuple[int, list[dict]]:
+    """The status of a raw HTTP/1.1 response and its SSE events (``id``, ``event``, ``data``),
+    its chunked body decoded; an event cut short by the end of the stream is left out, as SSE
+    clients do."""
+    head, _, body = raw.partition(b"\r\n\r\n")
+    status = int(head.split()[1])
+    data = bytearray()
+    while body:
+        size_line, _, body = body.partition(b"\r\n")
+        size = int(size_line, 16)
+        if size == 0:
+            break
+        data += body[:size]
+        body = body[size + 2 :]
+    events = []
+    for block in data.decode().split("\n\n")[:-1]:
+        event = {"event": "message"}
+        for line in block.split("\n"):
+            name, _, value = line.partition(": ")
+            if name in ("id", "event", "data"):
+                event[name] = value
+        if "data" in event:
+            events.append({**event, "data": json.loads(event["data"])})
+    return status, events
 
 
 # The agent backed by a model (tests/llm_server.py speaking the OpenAI protocol) ------------------

@@ -131,10 +131,13 @@ class TailEventSerializer(serializers.Serializer):
 
     id = serializers.CharField(required=False, help_text="The event's seq (none on `done`)")
     event = serializers.ChoiceField(
-        choices=["message", "done"], help_text="`done` last, once the stream ends"
+        choices=["message", "done", "error"],
+        help_text="`done` last, once the stream ends; or `error` (`access_removed`, "
+        "`fell_behind`) if it ends early",
     )
     data = serializers.CharField(
-        help_text='The event\'s envelope as JSON; on `done`, {"latest_seq": N}'
+        help_text='The event\'s envelope as JSON; on `done`, {"latest_seq": N}; on `error`, '
+        '{"error": {"code", "message"}}'
     )
 
 
@@ -164,7 +167,8 @@ class ConversationTailApi(PooledApiView):
         description=(
             "Every event with seq > from_seq, then live events until the turn that was active "
             "when you connected ends, then an `event: done`. Each frame carries `id: <seq>`; "
-            "a `: keep-alive` comment comes every 15 s."
+            "a `: keep-alive` comment comes every 15 s. A client that stops reading gets an "
+            "`event: error` (`fell_behind`) and the tail ends: reconnect with Last-Event-ID."
         ),
     )
     def get(self, request, conversation_id):
@@ -176,7 +180,13 @@ class ConversationTailApi(PooledApiView):
         if (last_event_id := request.headers.get("Last-Event-ID")) is not None:
             after_seq = parse_seq(last_event_id, "Last-Event-ID")
         check_seq_within(after_seq, conversation.last_seq)
-        return tail_response(conversation, after_seq=after_seq, membership=membership)
+        return tail_response(
+            conversation,
+            after_seq=after_seq,
+            membership=membership,
+            # Daphne's (see core.streaming): the tail waits for a client that stops reading.
+            flow_factory=getattr(request._request, "scope", {}).get("parley.response_flow"),
+        )
 
     def perform_content_negotiation(self, request, force=False):
         # Errors are JSON whatever the client accepts (an EventSource accepts only
