@@ -6,11 +6,13 @@ CHANNEL_LAYER_URL or REDIS_URL (Redis), with any number of Daphne processes behi
 """
 
 import ipaddress
+import re
 import secrets
 from datetime import timedelta
 from pathlib import Path
 
 import environ
+from django.core.exceptions import ImproperlyConfigured
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(environ.Env().str("PARLEY_VAR_DIR", default=str(BASE_DIR / "var")))
@@ -184,6 +186,22 @@ if _layer_url:
     }
 else:
     CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+# The same Redis, when there is one, keeps what the processes must share of each person's limits
+# (see core.slots and core.throttles); its keys start with this prefix.
+PARLEY_REDIS_URL = _layer_url
+PARLEY_REDIS_PREFIX = env.str("PARLEY_REDIS_PREFIX", default="parley")
+# Django's cache holds the rate limits' counts (DRF's throttling): on Redis, shared by every
+# process; otherwise in each process's memory.
+if PARLEY_REDIS_URL:
+    CACHES = {
+        "default": {
+            "BACKEND": "django.core.cache.backends.redis.RedisCache",
+            "LOCATION": PARLEY_REDIS_URL,
+            "KEY_PREFIX": PARLEY_REDIS_PREFIX,
+        }
+    }
+else:
+    CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
 
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
@@ -345,6 +363,26 @@ PARLEY_WS_MAX_FRAME_BYTES = env.int("PARLEY_WS_MAX_FRAME_BYTES", default=64 * 10
 PARLEY_SOCKET_BUFFER_BYTES = env.int("PARLEY_SOCKET_BUFFER_BYTES", default=256 * 1024)
 PARLEY_SOCKET_STALL_SECONDS = env.float("PARLEY_SOCKET_STALL_SECONDS", default=15.0)
 PARLEY_SSE_KEEPALIVE_SECONDS = env.float("PARLEY_SSE_KEEPALIVE_SECONDS", default=15.0)
+# What one person may hold open at once, over every process (refused past it: a socket closed
+# with 4429, a tail or an MCP session answered 429), and how often they may start turns, create
+# conversations and have questions asked on their behalf ("N/s", "N/min", "N/hour", "N/day";
+# empty: no limit). Past a rate the request is answered 429 with Retry-After.
+PARLEY_MAX_SOCKETS_PER_PERSON = env.int("PARLEY_MAX_SOCKETS_PER_PERSON", default=50)
+PARLEY_MAX_TAILS_PER_PERSON = env.int("PARLEY_MAX_TAILS_PER_PERSON", default=20)
+PARLEY_MAX_MCP_SESSIONS_PER_PERSON = env.int("PARLEY_MAX_MCP_SESSIONS_PER_PERSON", default=10)
+
+
+def _rate(name: str, default: str) -> str | None:
+    """A rate as DRF's throttles read it ("30/min"), checked now; None for an empty one."""
+    rate = env.str(name, default=default).strip()
+    if rate and not re.fullmatch(r"[0-9]+/(s|sec|second|m|min|minute|h|hour|d|day)", rate):
+        raise ImproperlyConfigured(f'{name}: {rate!r} is not a rate such as "30/min".')
+    return rate or None
+
+
+PARLEY_TURN_RATE = _rate("PARLEY_TURN_RATE", "60/min")
+PARLEY_CONVERSATION_RATE = _rate("PARLEY_CONVERSATION_RATE", "30/min")
+PARLEY_QUESTION_RATE = _rate("PARLEY_QUESTION_RATE", "30/min")
 # How long a live feed may sit idle before it checks the database for events it was not told of.
 PARLEY_FEED_POLL_SECONDS = env.float("PARLEY_FEED_POLL_SECONDS", default=5.0)
 # Questions agents ask mid-turn: how long they wait by default, how many a turn may ask, and

@@ -13,6 +13,7 @@ from core.dbthreads import run_db
 from core.errors import ApplicationError
 from core.process import process_id, server_loop
 from core.sockets import GuardedConsumer, anything, flag, identifier, optional_string, string
+from core.throttles import rate_check
 
 from . import hooks, revocation, services
 from .access import conversation_access
@@ -91,6 +92,8 @@ class ConversationConsumer(GuardedConsumer):
         if not CONVERSATION_ID.fullmatch(self.conversation_id):
             await self.close(code=CLOSE_FORBIDDEN)  # no conversation has such an id
             return
+        if not await self.hold_slot(user):
+            return  # closed with 4429: the person has as many sockets open as they may
         query = parse_qs(
             self.scope.get("query_string", b"").decode("latin1"), keep_blank_values=True
         )
@@ -265,6 +268,8 @@ class ConversationConsumer(GuardedConsumer):
 
     def _turn_start(self, text, options: dict):
         conversation = self._conversation_to_act_on("start turns")
+        # The same rate as REST's (PARLEY_TURN_RATE): past it, a ws.error and nothing written.
+        rate_check("turns", self.scope["user"])
         return services.turn_start(
             conversation=conversation, user=self.scope["user"], input=text, **options
         )

@@ -19,6 +19,7 @@ from django.views.decorators.http import require_POST
 from core.decoding import check_text
 from core.errors import ApplicationError
 from core.people import person
+from core.throttles import rate_check
 
 from . import selectors, services
 from .access import conversation_access, workspace_access
@@ -145,6 +146,8 @@ def conversation_new(request):
             act=True,
             doing="start conversations",
         )
+        # As over REST: PARLEY_CONVERSATION_RATE per person.
+        rate_check("conversations", request.user)
         # At the first colon only: model names may hold colons (Ollama's "llama3.1:8b").
         agent, _, model = request.POST.get("agent", "").partition(":")
         conversation = services.conversation_create(

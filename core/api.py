@@ -17,6 +17,7 @@ from rest_framework.views import APIView, exception_handler
 
 from core.dbthreads import run_db
 from core.errors import ApplicationError
+from core.throttles import throttled
 
 
 class ErrorSerializer(serializers.Serializer):
@@ -86,7 +87,6 @@ _DRF_CODES = {
     drf_exceptions.MethodNotAllowed: "method_not_allowed",
     drf_exceptions.NotAcceptable: "not_acceptable",
     drf_exceptions.UnsupportedMediaType: "unsupported_media_type",
-    drf_exceptions.Throttled: "throttled",
     drf_exceptions.ParseError: "invalid_json",
     drf_exceptions.ValidationError: "invalid",
 }
@@ -98,6 +98,10 @@ def api_exception_handler(exc, context):
         # Django refuses the body by its Content-Length before the parser's gate can.
         limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
         exc = ApplicationError("too_large", f"The body may be at most {limit} bytes.", status=413)
+    if isinstance(exc, drf_exceptions.Throttled):
+        # A throttle of Parley's (core.throttles) refused it: the same answer as a rate checked
+        # anywhere else.
+        exc = throttled(exc.wait or 1)
     if isinstance(exc, ApplicationError):
         response = Response({"error": exc.as_dict()}, status=exc.status)
         if retry_after := getattr(exc, "retry_after", None):

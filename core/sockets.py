@@ -1,8 +1,9 @@
 """What every socket of Parley's shares: each frame through the decoding gate once, answered
 with ``ws.ack`` or ``ws.error`` (a handler's own bug too, as ``internal``, the socket left
-open), nothing sent to a client that has gone, and the socket's cleanup run however its
-consumer ends (a close, a crash, a client gone mid-handshake, a cancelled task); and the router
-that refuses a socket to a path no route serves."""
+open), nothing sent to a client that has gone, the socket's cleanup run however its consumer
+ends (a close, a crash, a client gone mid-handshake, a cancelled task), and its place among its
+person's open sockets (4429 past their limit); and the router that refuses a socket to a path no
+route serves."""
 
 import asyncio
 import json
@@ -19,13 +20,17 @@ from twisted.internet import tcp
 from twisted.internet.interfaces import IPushProducer
 from zope.interface import implementer
 
+from core import slots
 from core.decoding import decode_json
-from core.errors import ApplicationError
+from core.errors import ApplicationError, too_many
 
 logger = logging.getLogger(__name__)
 
 # A server error: the socket cannot go on (a bug, logged with its traceback).
 CLOSE_INTERNAL_ERROR = 1011
+# The person has as many sockets open as they may (PARLEY_MAX_SOCKETS_PER_PERSON): close one,
+# or try again later.
+CLOSE_TOO_MANY = 4429
 MAX_REF_CHARS = 100
 
 
@@ -43,6 +48,7 @@ class GuardedConsumer(AsyncWebsocketConsumer):
 
     _settling: list | None = None
     _cleaning: asyncio.Task | None = None
+    _slot: slots.Slot | None = None
 
     async def __call__(self, scope, receive, send):
         try:
@@ -86,6 +92,27 @@ class GuardedConsumer(AsyncWebsocketConsumer):
         self._settling.append(task)
         return await asyncio.shield(task)
 
+    async def hold_slot(self, user) -> bool:
+        """Count this socket among its person's open sockets (over every process, see
+        core.slots), given back however the socket ends. Past PARLEY_MAX_SOCKETS_PER_PERSON the
+        socket gets a ``ws.error`` (``too_many_sockets``) and is closed with 4429: False."""
+
+        async def take():
+            self._slot = await slots.acquire(slots.SOCKETS, user.pk)
+
+        await self.settle(take())
+        if self._slot is not None:
+            return True
+        error = too_many(
+            "too_many_sockets",
+            f"You have {slots.limit(slots.SOCKETS)} sockets open, as many as you may; "
+            "close one first.",
+            retry_after=slots.RETRY_AFTER_SECONDS,
+        )
+        await self.send_json({"type": "ws.error", "ref": None, **error.as_dict()})
+        await self.close(code=CLOSE_TOO_MANY)
+        return False
+
     async def _clean_up_once(self) -> None:
         if self._cleaning is None:
             self._cleaning = asyncio.ensure_future(self._clean_up_when_settled())
@@ -104,6 +131,8 @@ class GuardedConsumer(AsyncWebsocketConsumer):
             await self.clean_up()
         except Exception:
             logger.exception("Socket %s could not clean up", self.scope.get("path"))
+        if self._slot is not None:
+            await self._slot.release()
 
     # Frames
 

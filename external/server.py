@@ -6,7 +6,10 @@ Built on the official ``mcp`` SDK's low-level server and its Streamable HTTP ses
 (``Authorization: Bearer <token>``, as MCP clients send it, or ``Token <token>``); without a
 valid one it is answered 401 before any MCP message is read (a wrong one counts as a failed
 sign-in from the caller's address, and an address locked out is answered 429: core.lockout),
-and a session answers only the person who opened it.
+and a session answers only the person who opened it. A person may have
+PARLEY_MAX_MCP_SESSIONS_PER_PERSON sessions open (over every process), and opening one counts as
+starting a turn (PARLEY_TURN_RATE): past either, the request that would open it is answered 429
+with Retry-After.
 
 A session works in one conversation (named by the first tool call that needs one, or created
 then, titled after the client): its activity is a turn of the ``external`` agent (see
@@ -17,6 +20,7 @@ PARLEY_MCP_IDLE_TIMEOUT_SECONDS with no request in flight) ends the turn.
 
 import asyncio
 import contextlib
+import contextvars
 import logging
 from collections.abc import AsyncIterator
 
@@ -30,8 +34,11 @@ from mcp.server.lowlevel import Server
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.shared.exceptions import McpError
 
+from core import slots
 from core.dbthreads import run_db
+from core.errors import ApplicationError, too_many
 from core.lockout import LockedOut, attempt_from_scope, token_for
+from core.throttles import rate_check
 
 from . import tasks
 from .agent import LinkEnded
@@ -63,15 +70,27 @@ logging.getLogger("mcp.server.streamable_http").addFilter(_ClosedStreamFilter())
 # The server ----------------------------------------------------------------------------------
 
 
+# The slot (see core.slots) of the request that opens a session, handed to the session it opens
+# (its task inherits the request's context): a one-item list, taken by whichever of the two
+# ends first with it.
+_opening_slot: contextvars.ContextVar[list | None] = contextvars.ContextVar(
+    "parley_mcp_opening_slot", default=None
+)
+
+
 @contextlib.asynccontextmanager
 async def _session_lifespan(_server) -> AsyncIterator[Session]:
     """One per MCP session: its end (DELETE, idle timeout, the process stopping) ends the
-    session's turn."""
+    session's turn, and gives back its place among its person's sessions."""
+    holder = _opening_slot.get()
+    slot = holder.pop() if holder else None
     session = Session()
     try:
         yield session
     finally:
         session.end()
+        if slot is not None:
+            await asyncio.shield(slot.release())
 
 
 server: Server = Server(
@@ -183,21 +202,46 @@ class Endpoint:
         try:
             user, key = await _authenticate(scope)
         except LockedOut as locked:
-            await _refuse(
-                send, 429, locked.as_dict(), [(b"retry-after", b"%d" % locked.retry_after)]
-            )
+            await _refuse(send, locked)
             return
         if user is None:
-            await _refuse(
-                send, 401, _NOT_AUTHENTICATED, [(b"www-authenticate", b'Bearer realm="parley"')]
-            )
+            await _unauthorized(send)
             return
         access = AccessToken(
             token=key, client_id=str(user.pk), scopes=[], subject=user.get_username()
         )
         scope = {**scope, "user": AuthenticatedUser(access), "parley.user": user}
         manager = await self._started()
-        await manager.handle_request(scope, receive, send)
+        holder = None
+        if scope["method"] == "POST" and not any(
+            name == b"mcp-session-id" for name, _ in scope.get("headers", [])
+        ):
+            # A POST without a session opens one: one of the person's open sessions
+            # (PARLEY_MAX_MCP_SESSIONS_PER_PERSON) and a turn started (PARLEY_TURN_RATE), or
+            # refused with 429.
+            slot = await slots.acquire(slots.MCP_SESSIONS, user.pk)
+            try:
+                if slot is None:
+                    raise too_many(
+                        "too_many_sessions",
+                        f"You have {slots.limit(slots.MCP_SESSIONS)} MCP sessions open, as many "
+                        "as you may; end one (DELETE) first.",
+                        retry_after=slots.RETRY_AFTER_SECONDS,
+                    )
+                await run_db(rate_check, "turns", user)
+            except ApplicationError as refusal:
+                if slot is not None:
+                    await slot.release()
+                await _refuse(send, refusal)
+                return
+            holder = [slot]
+            _opening_slot.set(holder)
+        try:
+            await manager.handle_request(scope, receive, send)
+        finally:
+            if holder:
+                # No session took it (the request was refused, or failed).
+                await asyncio.shield(holder.pop().release())
 
 
 def _token_from(scope) -> str | None:
@@ -224,25 +268,26 @@ def _token_user(scope, key: str):
     return token.user if token is not None and token.user.is_active else None
 
 
-_NOT_AUTHENTICATED = {
-    "code": "not_authenticated",
-    "message": "Send your Parley API token: Authorization: Bearer <token>.",
-}
-
-
-async def _refuse(send, status: int, error: dict, headers: list) -> None:
-    body = orjson.dumps({"error": error})
-    await send(
-        {
-            "type": "http.response.start",
-            "status": status,
-            "headers": [
-                (b"content-type", b"application/json"),
-                *headers,
-                (b"content-length", str(len(body)).encode()),
-            ],
-        }
+async def _unauthorized(send) -> None:
+    refusal = ApplicationError(
+        "not_authenticated",
+        "Send your Parley API token: Authorization: Bearer <token>.",
+        status=401,
     )
+    await _refuse(send, refusal, [(b"www-authenticate", b'Bearer realm="parley"')])
+
+
+async def _refuse(send, refusal: ApplicationError, headers=()) -> None:
+    """Answer with the API's error shape (and Retry-After for a 429)."""
+    body = orjson.dumps({"error": refusal.as_dict()})
+    headers = [
+        (b"content-type", b"application/json"),
+        *headers,
+        (b"content-length", str(len(body)).encode()),
+    ]
+    if refusal.retry_after is not None:
+        headers.append((b"retry-after", str(refusal.retry_after).encode()))
+    await send({"type": "http.response.start", "status": refusal.status, "headers": headers})
     await send({"type": "http.response.body", "body": body})
 
 

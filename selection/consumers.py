@@ -60,6 +60,8 @@ class PersonConsumer(GuardedConsumer):
         if self.user is None or not self.user.is_authenticated:
             await self.close(code=CLOSE_UNAUTHENTICATED)
             return
+        if not await self.hold_slot(self.user):
+            return  # closed with 4429: the person has as many sockets open as they may
         # Join first, then count: nothing committed after the count goes unheard.
         memberships = await run_db(_memberships, self.user)
         self.held = tuple(

@@ -23,6 +23,7 @@ from conversations.services import (
 )
 from core.errors import ApplicationError
 from core.people import person
+from core.throttles import rate_check
 
 from .models import Selection
 from .validation import clean_answer
@@ -46,9 +47,16 @@ def selection_request(
     to awaiting_input: a write of the turn's own, fenced (TurnLost unless ``process`` still runs
     the turn; see conversations.services.turn_await_input). ``step`` is the turn's journal step
     for it (see TurnStep), stored with it. ``escalate`` says whether it goes to the workspace's
-    owners if nobody answers in time (None: as ``PARLEY_ESCALATE_QUESTIONS`` says)."""
+    owners if nobody answers in time (None: as ``PARLEY_ESCALATE_QUESTIONS`` says).
+
+    Raises 429 ``throttled`` (nothing stored, nobody told) when the person the turn acts for
+    (who started it: for MCP's ``ask``, the token's owner) has had more questions asked on
+    their behalf than ``PARLEY_QUESTION_RATE`` allows."""
     if stored := Selection.objects.filter(pk=selection_id).first():
         return stored  # a retry whose first attempt committed
+    on_behalf_of = Turn.objects.filter(pk=turn_id).values_list("started_by_id", flat=True).first()
+    if on_behalf_of is not None:
+        rate_check("questions", on_behalf_of)
     now = timezone.now()
     if escalate is None:
         escalate = settings.PARLEY_ESCALATE_QUESTIONS

@@ -24,6 +24,17 @@ os.environ.setdefault(
 os.environ.setdefault("PARLEY_BUILTIN_PACE_MS", "1")
 # The servers tests start stop at once on SIGTERM (a test that drains asks for a grace).
 os.environ.setdefault("PARLEY_SHUTDOWN_GRACE_SECONDS", "0")
+# A test may open many sockets and start many turns as one person: people's limits are far off,
+# but for the tests of the limits themselves, which set their own.
+for _name, _value in {
+    "PARLEY_MAX_SOCKETS_PER_PERSON": "100000",
+    "PARLEY_MAX_TAILS_PER_PERSON": "100000",
+    "PARLEY_MAX_MCP_SESSIONS_PER_PERSON": "100000",
+    "PARLEY_TURN_RATE": "100000/s",
+    "PARLEY_CONVERSATION_RATE": "100000/s",
+    "PARLEY_QUESTION_RATE": "100000/s",
+}.items():
+    os.environ.setdefault(_name, _value)
 
 from config.settings import *  # noqa: E402, F403
 from config.settings import DATABASES  # noqa: E402

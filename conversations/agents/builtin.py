@@ -101,6 +101,7 @@ NOT_ANSWERED = {
     "unavailable": "I'd need to ask someone, but nobody can answer in this turn "
     "(it is not interactive).",
     "limit_reached": "I have asked as many questions as I may in one turn.",
+    "rate_limited": "Too many questions were asked for you of late, so I stopped there.",
 }
 
 

@@ -287,6 +287,7 @@ UNANSWERED = {
     "cancelled": "The question was withdrawn.",
     "unavailable": "Nobody can answer questions in this turn (it is not interactive).",
     "limit_reached": "This turn has asked as many questions as it may.",
+    "rate_limited": "Too many questions were asked for this person of late; none was asked.",
 }
 
 

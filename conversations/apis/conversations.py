@@ -19,6 +19,7 @@ from core.api import (
     error_responses,
 )
 from core.errors import ApplicationError
+from core.throttles import ConversationRateThrottle
 
 from .. import selectors, services
 from ..access import conversation_access, workspace_access
@@ -82,6 +83,8 @@ class WorkspaceListApi(APIView):
 
 class ConversationListCreateApi(APIView):
     pagination_class = StrictLimitOffsetPagination
+    # PARLEY_CONVERSATION_RATE per person, on POST (429 with Retry-After past it).
+    throttle_classes = [ConversationRateThrottle]
 
     @extend_schema_serializer(component_name="ConversationCreate")
     class InputSerializer(serializers.Serializer):
@@ -127,7 +130,10 @@ class ConversationListCreateApi(APIView):
 
     @extend_schema(
         request=InputSerializer,
-        responses={201: ConversationOutputSerializer, **error_responses(400, 403, 404, body=True)},
+        responses={
+            201: ConversationOutputSerializer,
+            **error_responses(400, 403, 404, 429, body=True),
+        },
         summary="Start a conversation",
     )
     def post(self, request):

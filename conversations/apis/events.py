@@ -10,11 +10,12 @@ from rest_framework import serializers
 from rest_framework.renderers import JSONRenderer
 from rest_framework.response import Response
 
+from core import slots
 from core.api import (
     PooledApiView,
     error_responses,
 )
-from core.errors import ApplicationError
+from core.errors import ApplicationError, too_many
 
 from .. import selectors
 from ..access import conversation_access
@@ -160,7 +161,7 @@ class ConversationTailApi(PooledApiView):
             (200, "text/event-stream"): TailEventSerializer,
             **{
                 (status, "application/json"): body
-                for status, body in error_responses(400, 404).items()
+                for status, body in error_responses(400, 404, 429).items()
             },
         },
         summary="Tail a conversation as Server-Sent Events",
@@ -168,7 +169,9 @@ class ConversationTailApi(PooledApiView):
             "Every event with seq > from_seq, then live events until the turn that was active "
             "when you connected ends, then an `event: done`. Each frame carries `id: <seq>`; "
             "a `: keep-alive` comment comes every 15 s. A client that stops reading gets an "
-            "`event: error` (`fell_behind`) and the tail ends: reconnect with Last-Event-ID."
+            "`event: error` (`fell_behind`) and the tail ends: reconnect with Last-Event-ID. "
+            "429 `too_many_tails` (with Retry-After) when the caller has as many tails open as "
+            "they may."
         ),
     )
     def get(self, request, conversation_id):
@@ -180,12 +183,21 @@ class ConversationTailApi(PooledApiView):
         if (last_event_id := request.headers.get("Last-Event-ID")) is not None:
             after_seq = parse_seq(last_event_id, "Last-Event-ID")
         check_seq_within(after_seq, conversation.last_seq)
+        slot = slots.acquire_blocking(slots.TAILS, request.user.pk)
+        if slot is None:
+            most = slots.limit(slots.TAILS)
+            raise too_many(
+                "too_many_tails",
+                f"You have {most} tails open, as many as you may; close one first.",
+                retry_after=slots.RETRY_AFTER_SECONDS,
+            )
         return tail_response(
             conversation,
             after_seq=after_seq,
             membership=membership,
             # Daphne's (see core.streaming): the tail waits for a client that stops reading.
             flow_factory=getattr(request._request, "scope", {}).get("parley.response_flow"),
+            slot=slot,
         )
 
     def perform_content_negotiation(self, request, force=False):

@@ -13,6 +13,7 @@ from core.api import (
     StrictCharField,
     error_responses,
 )
+from core.throttles import TurnRateThrottle
 
 from .. import hooks, selectors, services
 from ..access import conversation_access
@@ -49,6 +50,9 @@ class InFlightOutputSerializer(serializers.Serializer):
 
 
 class TurnStartApi(PooledApiView):
+    # PARLEY_TURN_RATE per person (429 with Retry-After past it), as for the socket's turn.start.
+    throttle_classes = [TurnRateThrottle]
+
     @extend_schema_serializer(component_name="TurnStart")
     class InputSerializer(serializers.Serializer):
         input = StrictCharField(trim_whitespace=True)
@@ -65,7 +69,7 @@ class TurnStartApi(PooledApiView):
 
     @extend_schema(
         request=InputSerializer,
-        responses={202: OutputSerializer, **error_responses(400, 403, 404, 409, body=True)},
+        responses={202: OutputSerializer, **error_responses(400, 403, 404, 409, 429, body=True)},
         summary="Start a turn (returns at once; the turn is tailable from that moment)",
     )
     def post(self, request, conversation_id):

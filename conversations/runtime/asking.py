@@ -11,6 +11,7 @@ from typing import Any
 from django.conf import settings
 
 from core.dbthreads import run_db, run_db_retrying
+from core.errors import ApplicationError
 from core.process import process_id
 
 from .. import hooks, selectors
@@ -18,6 +19,9 @@ from ..questions import clean_question, new_selection_id
 from .parking import parking
 
 logger = logging.getLogger(__name__)
+
+# An Answer's status when the question was refused for the person's question rate.
+RATE_LIMITED = "rate_limited"
 
 
 @dataclass(frozen=True)
@@ -27,8 +31,10 @@ class Answer:
     ``status`` is ``answered`` (``value`` holds the answer: a path relative to the question's
     root, an option's value or a list of them, text, true/false, or the form's fields),
     ``dismissed`` (the person closed it), ``declined`` (an explicit no), ``expired``,
-    ``cancelled``, ``unavailable`` (a non-interactive turn: nobody can answer) or
-    ``limit_reached`` (the turn asked as many questions as it may).
+    ``cancelled``, ``unavailable`` (a non-interactive turn: nobody can answer),
+    ``limit_reached`` (the turn asked as many questions as it may) or ``rate_limited`` (too
+    many questions were asked on behalf of the person the turn acts for, of late: see
+    ``PARLEY_QUESTION_RATE``; nothing was asked).
     """
 
     status: str
@@ -92,6 +98,8 @@ class Asking:
         recorded = self._replay_step("ask", kind, asked)
         if recorded is not None and "error" in recorded.outcome:
             raise ValueError(recorded.outcome["error"])
+        if recorded is not None and "refused" in recorded.outcome:
+            return Answer(status=recorded.outcome["refused"])
         if recorded is not None:
             # Asked before the turn was resumed: its answer is stored, or is still to come.
             await self.end_message()
@@ -114,28 +122,41 @@ class Asking:
             await self._writer.drain()
             self._questions += 1
             selection_id = selection_id or new_selection_id()
+            step = self._new_step("ask", kind, asked, said, {})
             # Ready for the wake-up before the question is stored: someone may answer the
             # moment selection.requested is published.
             with parking.expecting(selection_id):
-                await run_db_retrying(
-                    partial(
-                        hooks.questions.get().store,
-                        selection_id=selection_id,
-                        turn_id=self.turn_id,
-                        ordinal=self._questions,
-                        fields=question,
-                        addressee=person,
-                        timeout_seconds=timeout or settings.PARLEY_SELECTION_TIMEOUT_SECONDS,
-                        process=process_id(),
-                        step=self._new_step("ask", kind, asked, said, {}),
-                        escalate=escalate,
+                try:
+                    await run_db_retrying(
+                        partial(
+                            hooks.questions.get().store,
+                            selection_id=selection_id,
+                            turn_id=self.turn_id,
+                            ordinal=self._questions,
+                            fields=question,
+                            addressee=person,
+                            timeout_seconds=timeout or settings.PARLEY_SELECTION_TIMEOUT_SECONDS,
+                            process=process_id(),
+                            step=step,
+                            escalate=escalate,
+                        )
                     )
-                )
-                # What the question was made of is stored: a parked turn keeps none of it.
-                del fields, common, question, person
-                outcome = await parking.wait(
-                    selection_id, turn_id=self.turn_id, releasable=self._releasable
-                )
+                except ApplicationError as exc:
+                    if exc.status != 429:
+                        raise
+                    outcome = None
+                else:
+                    # What the question was made of is stored: a parked turn keeps none of it.
+                    del fields, common, question, person
+                    outcome = await parking.wait(
+                        selection_id, turn_id=self.turn_id, releasable=self._releasable
+                    )
+            if outcome is None:
+                # Too many questions asked for the person of late (PARLEY_QUESTION_RATE):
+                # nothing was stored; journaled, so that a resumed turn is told the same.
+                self._questions -= 1
+                self._writer.emit_step({**step, "outcome": {"refused": RATE_LIMITED}})
+                return Answer(status=RATE_LIMITED)
             outcome = {"selection": selection_id, **outcome}
         self._catch_up_on_steering()
         return Answer.of(outcome)

@@ -1,0 +1,83 @@
+"""How often one person may do what costs the most (start turns, create conversations, have
+questions asked on their behalf): DRF's throttling, per person, its counts in Django's cache
+(shared by every process when the cache is on Redis, see config.settings), and the same check
+for edges that are not DRF views (the socket's frames, a form, a service).
+
+Past a rate the request is refused with 429 ``throttled`` and how many seconds to wait
+(``retry_after``, and the Retry-After header over HTTP), before anything is written. A refused
+request is not counted. Across processes the counts are read and written back (DRF's sliding
+window), so a burst racing between processes may get a request or two past the rate.
+"""
+
+import math
+from types import SimpleNamespace
+
+from django.conf import settings
+from rest_framework.throttling import SimpleRateThrottle
+
+from core.errors import ApplicationError, too_many
+from core.metrics import LIMIT_REFUSALS
+
+# What each rate limits: the setting that holds it, and what a refusal says was done too often.
+RATES = {
+    "turns": ("PARLEY_TURN_RATE", "You have started too many turns"),
+    "conversations": ("PARLEY_CONVERSATION_RATE", "You have created too many conversations"),
+    "questions": ("PARLEY_QUESTION_RATE", "Too many questions were asked on your behalf"),
+}
+
+
+def throttled(wait: float, what: str = "You have sent too many requests") -> ApplicationError:
+    """429 ``throttled``: try again after ``wait`` seconds."""
+    seconds = max(1, math.ceil(wait))
+    return too_many("throttled", f"{what}; try again in {seconds} s.", retry_after=seconds)
+
+
+class PersonRateThrottle(SimpleRateThrottle):
+    """DRF's rate throttle, counted per person and ``scope`` (a key of ``RATES``), for the
+    methods in ``methods``; its rate read from the settings when it is made (so that a changed
+    setting applies at once). Over the rate it raises ``throttled`` itself, naming what was
+    done too often, rather than DRF's generic refusal."""
+
+    scope = ""
+    methods = ("POST",)
+
+    def get_rate(self):
+        return getattr(settings, RATES[self.scope][0])
+
+    def get_cache_key(self, request, view):
+        user = request.user
+        if user is None or not user.is_authenticated:
+            return None
+        return self.cache_format % {"scope": self.scope, "ident": user.pk}
+
+    def allow_request(self, request, view):
+        if request.method not in self.methods or super().allow_request(request, view):
+            return True
+        LIMIT_REFUSALS.labels(self.scope).inc()
+        raise throttled(self.wait() or self.duration, RATES[self.scope][1])
+
+
+class TurnRateThrottle(PersonRateThrottle):
+    scope = "turns"
+
+
+class ConversationRateThrottle(PersonRateThrottle):
+    scope = "conversations"
+
+
+class QuestionRateThrottle(PersonRateThrottle):
+    scope = "questions"
+
+
+THROTTLES = {
+    throttle.scope: throttle
+    for throttle in (TurnRateThrottle, ConversationRateThrottle, QuestionRateThrottle)
+}
+
+
+def rate_check(scope: str, user) -> None:
+    """Count one more of ``scope`` for ``user`` (a user or a user's id), or raise 429
+    ``throttled`` (counting nothing) if they are past its rate. Sync: the cache may be Redis."""
+    if not hasattr(user, "is_authenticated"):
+        user = SimpleNamespace(pk=user, is_authenticated=True)
+    THROTTLES[scope]().allow_request(SimpleNamespace(user=user, method="POST"), None)
