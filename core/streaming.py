@@ -65,8 +65,8 @@ class ResponseFlow:
 
     def release(self) -> None:
         """Stop being told about the buffer (idempotent); before the response ends, as Twisted
-        asks of a request's producer."""
-        _open.discard(self)
+        asks of a request's producer. (What it holds is still counted until it is collected,
+        or dropped: see drop_unless_read.)"""
         request = self.request
         if request.producer is self and getattr(request, "channel", None) is not None:
             request.unregisterProducer()
@@ -79,6 +79,7 @@ class ResponseFlow:
         self._dropping = asyncio.get_running_loop().call_later(seconds, self._drop)
 
     def _drop(self) -> None:
+        _open.discard(self)
         if self.transport.connected and self.unsent():
             self.transport.abortConnection()
 

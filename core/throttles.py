@@ -9,10 +9,12 @@ request is not counted. Across processes the counts are read and written back (D
 window), so a burst racing between processes may get a request or two past the rate.
 """
 
+import functools
 import math
 from types import SimpleNamespace
 
 from django.conf import settings
+from django.core.cache import DEFAULT_CACHE_ALIAS, caches
 from rest_framework.throttling import SimpleRateThrottle
 
 from core.errors import ApplicationError, too_many
@@ -32,6 +34,15 @@ def throttled(wait: float, what: str = "You have sent too many requests") -> App
     return too_many("throttled", f"{what}; try again in {seconds} s.", retry_after=seconds)
 
 
+@functools.cache
+def _shared_cache():
+    """One cache object for the whole process. Django makes one per thread, and so per request
+    under ASGI (each sync view runs in a thread of its own): on Redis, a connection pool and a
+    connection per request. Redis's client is safe to share between threads, and so is the
+    in-memory cache."""
+    return caches.create_connection(DEFAULT_CACHE_ALIAS)
+
+
 class PersonRateThrottle(SimpleRateThrottle):
     """DRF's rate throttle, counted per person and ``scope`` (a key of ``RATES``), for the
     methods in ``methods``; its rate read from the settings when it is made (so that a changed
@@ -40,6 +51,10 @@ class PersonRateThrottle(SimpleRateThrottle):
 
     scope = ""
     methods = ("POST",)
+
+    @property
+    def cache(self):
+        return _shared_cache()
 
     def get_rate(self):
         return getattr(settings, RATES[self.scope][0])
