@@ -198,6 +198,8 @@ if PARLEY_REDIS_URL:
             "BACKEND": "django.core.cache.backends.redis.RedisCache",
             "LOCATION": PARLEY_REDIS_URL,
             "KEY_PREFIX": PARLEY_REDIS_PREFIX,
+            # A Redis that does not answer fails a request's check in seconds, not never.
+            "OPTIONS": {"socket_connect_timeout": 2, "socket_timeout": 2},
         }
     }
 else:

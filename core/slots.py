@@ -181,19 +181,24 @@ class _Redis:
         self.background: set[asyncio.Task] = set()
 
     def _ready(self):
+        """The client, for the running loop and the configured Redis."""
         loop = asyncio.get_running_loop()
-        if self._client is None or self._loop is not loop:
+        if self._client is None or self._loop != (loop, _redis_url()):
             from redis import asyncio as aioredis
 
             self._client = aioredis.Redis.from_url(
                 _redis_url(), socket_timeout=5, socket_connect_timeout=5
             )
-            self._loop = loop
+            self._loop = (loop, _redis_url())
             self._take = self._client.register_script(_TAKE)
             self._renew = self._client.register_script(_RENEW)
+        return self._client
+
+    def _renewing(self) -> None:
+        """Renew this process's slots from now on (once one was taken on Redis)."""
+        loop = asyncio.get_running_loop()
         if self._renewer is None or self._renewer.done() or self._renewer.get_loop() is not loop:
             self._renewer = loop.create_task(self._renew_forever(), name="parley-slots")
-        return self._client
 
     @staticmethod
     def key(kind: str, user_id: int) -> str:
@@ -213,6 +218,7 @@ class _Redis:
             self._went_away(exc)
             return True
         self._back()
+        self._renewing()
         return bool(taken)
 
     async def remove(self, kind: str, user_id: int, slot_id: str) -> None:

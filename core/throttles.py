@@ -6,19 +6,25 @@ for edges that are not DRF views (the socket's frames, a form, a service).
 Past a rate the request is refused with 429 ``throttled`` and how many seconds to wait
 (``retry_after``, and the Retry-After header over HTTP), before anything is written. A refused
 request is not counted. Across processes the counts are read and written back (DRF's sliding
-window), so a burst racing between processes may get a request or two past the rate.
+window), so a burst racing between processes may get a request or two past the rate. Should the
+cache be away, requests are let through uncounted (and it is logged).
 """
 
 import functools
+import logging
 import math
 from types import SimpleNamespace
 
 from django.conf import settings
 from django.core.cache import DEFAULT_CACHE_ALIAS, caches
+from django.core.signals import setting_changed
+from django.dispatch import receiver
 from rest_framework.throttling import SimpleRateThrottle
 
 from core.errors import ApplicationError, too_many
 from core.metrics import LIMIT_REFUSALS
+
+logger = logging.getLogger(__name__)
 
 # What each rate limits: the setting that holds it, and what a refusal says was done too often.
 RATES = {
@@ -41,6 +47,12 @@ def _shared_cache():
     connection per request. Redis's client is safe to share between threads, and so is the
     in-memory cache."""
     return caches.create_connection(DEFAULT_CACHE_ALIAS)
+
+
+@receiver(setting_changed)
+def _caches_changed(setting, **kwargs):
+    if setting == "CACHES":
+        _shared_cache.cache_clear()
 
 
 class PersonRateThrottle(SimpleRateThrottle):
@@ -66,10 +78,37 @@ class PersonRateThrottle(SimpleRateThrottle):
         return self.cache_format % {"scope": self.scope, "ident": user.pk}
 
     def allow_request(self, request, view):
-        if request.method not in self.methods or super().allow_request(request, view):
+        if request.method not in self.methods:
+            return True
+        try:
+            allowed = super().allow_request(request, view)
+        except Exception as exc:
+            # The cache (Redis) is away: let the request through, uncounted, rather than
+            # refuse everyone; the limit is a guard.
+            _cache_away(exc)
+            return True
+        _cache_back()
+        if allowed:
             return True
         LIMIT_REFUSALS.labels(self.scope).inc()
         raise throttled(self.wait() or self.duration, RATES[self.scope][1])
+
+
+_away = False
+
+
+def _cache_away(exc: Exception) -> None:
+    global _away
+    if not _away:
+        _away = True
+        logger.warning("The cache is away (%r): people's rates are not counted", exc)
+
+
+def _cache_back() -> None:
+    global _away
+    if _away:
+        _away = False
+        logger.info("The cache is back: people's rates are counted again")
 
 
 class TurnRateThrottle(PersonRateThrottle):

@@ -6,11 +6,15 @@ socket closed, a tail ended) is free again."""
 import asyncio
 import contextlib
 import json
+import socket
 
 import pytest
 import websockets
+from django.test import override_settings
 
 from conversations.models import Conversation, Turn, TurnEvent
+from core import slots
+from core.throttles import rate_check
 from selection.models import Selection
 from tests.conftest import all_events, log_in, receive_json, wait_for_turn_end, wait_until
 from tests.helpers import (
@@ -264,3 +268,35 @@ def test_a_question_refused_for_the_rate_is_refused_again_when_its_turn_is_resum
     assert [e["type"] for e in events].count("turn.resumed") == 1
     assert Selection.objects.filter(conversation_id=cid).count() == 1
     assert events[-1]["type"] == "turn.completed"
+
+
+def _closed_port() -> int:
+    """A loopback port nothing listens on."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+async def test_with_redis_away_people_are_let_through_uncounted(caplog):
+    away = f"redis://127.0.0.1:{_closed_port()}/0"
+    cache = {
+        "default": {
+            "BACKEND": "django.core.cache.backends.redis.RedisCache",
+            "LOCATION": away,
+            "OPTIONS": {"socket_connect_timeout": 2, "socket_timeout": 2},
+        }
+    }
+    with override_settings(
+        PARLEY_REDIS_URL=away,
+        CACHES=cache,
+        PARLEY_TURN_RATE="1/hour",
+        PARLEY_MAX_SOCKETS_PER_PERSON=1,
+    ):
+        for _ in range(3):  # past the rate: not counted, not refused
+            await asyncio.to_thread(rate_check, "turns", 424242)
+        held = [await slots.acquire(slots.SOCKETS, 424242) for _ in range(3)]
+        assert all(slot is not None for slot in held)
+        for slot in held:
+            await slot.release()
+    assert "people's rates are not counted" in caplog.text
+    assert "people's open connections are not counted" in caplog.text
