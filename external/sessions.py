@@ -19,6 +19,7 @@ from conversations.models import Conversation, Membership, Turn, Workspace, new_
 from conversations.services import conversation_create, turn_start
 from core.dbthreads import run_db
 from core.errors import ApplicationError
+from core.throttles import rate_check
 
 from .agent import LinkEnded, link_open
 
@@ -179,6 +180,7 @@ def _begin(*, user, conversation, workspace, title, input, turn_id) -> Turn:
         with transaction.atomic():
             if conversation is None:
                 _, found = _place(user=user, conversation_id=None, workspace=workspace)
+                rate_check("conversations", user)
                 conversation = conversation_create(workspace=found, user=user, title=title)
             turn, _ = turn_start(
                 conversation=conversation, user=user, input=input, agent="external", turn_id=turn_id

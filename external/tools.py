@@ -124,6 +124,8 @@ def answer_text(result: dict) -> str:
         "cancelled": "The question was cancelled.",
         "unavailable": "Nobody can answer questions in this turn.",
         "limit_reached": "This turn has asked as many questions as it may.",
+        "rate_limited": "You have asked too many questions of late (PARLEY_QUESTION_RATE); "
+        "none was asked. Wait before asking again.",
     }.get(status, status)
 
 

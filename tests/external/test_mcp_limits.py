@@ -6,8 +6,10 @@ import asyncio
 
 import httpx
 
-from tests.helpers import samples
-from tests.mcp_client import ACCEPT, INITIALIZE, open_raw_session
+from conversations.models import Conversation
+from selection.models import Selection
+from tests.helpers import pending_question, reply_to, samples
+from tests.mcp_client import ACCEPT, INITIALIZE, mcp_session, open_raw_session
 
 
 async def _initialize(http):
@@ -69,3 +71,25 @@ async def test_sessions_past_the_limit_or_the_rate_are_refused_with_429(make_ser
         metrics = samples((await http.get("/metrics")).text)
     assert metrics[("parley_limit_refusals_total", (("limit", "mcp_sessions"),))] >= 1
     assert metrics[("parley_limit_refusals_total", (("limit", "turns"),))] >= 1
+
+
+async def test_a_session_past_the_conversation_or_question_rate_asks_and_creates_nothing(
+    make_server, people
+):
+    server = make_server(PARLEY_CONVERSATION_RATE="1/hour", PARLEY_QUESTION_RATE="1/hour")
+    async with mcp_session(server.url, people.bob.token) as mcp:
+        # The first session creates its conversation, and asks its one question of the hour.
+        posted = await mcp.call_tool("post", {"text": "Starting."})
+        assert not posted.isError, posted
+        async with server.async_client(people.alice) as rest:
+            asking = asyncio.create_task(mcp.call_tool("ask", {"kind": "text", "prompt": "A?"}))
+            await reply_to(rest, await pending_question(rest), answer="yes")
+            assert (await asyncio.wait_for(asking, 30)).structuredContent["answer"] == "yes"
+            again = await mcp.call_tool("ask", {"kind": "text", "prompt": "B?"})
+            assert again.structuredContent["status"] == "rate_limited"
+            assert "too many questions" in again.content[0].text
+    async with mcp_session(server.url, people.bob.token) as mcp:
+        refused = await mcp.call_tool("post", {"text": "Another conversation"})
+        assert refused.isError and "too many" in refused.content[0].text, refused
+    assert await Conversation.objects.acount() == 1
+    assert await Selection.objects.acount() == 1
