@@ -16,7 +16,7 @@ from jsonschema.exceptions import SchemaError, best_match
 
 from core.ids import new_id
 
-from .files import MAX_PATH_CHARS, UnsafePath, kind_of, relative_path, resolve_inside
+from .files import MAX_PATH_CHARS, UnsafePath, look
 
 MAX_PROMPT_CHARS = 4000
 MAX_OPTIONS = 100
@@ -327,13 +327,14 @@ def _clean_choice(*, options, multiple, allow_freeform, min_choices, max_choices
 
 def _clean_path(mode: str, root: str, files_root: Path) -> dict:
     try:
-        folder = resolve_inside(files_root, root)
-        kind = kind_of(folder, root)
+        folder = look(files_root, root)
     except UnsafePath as exc:
         raise ValueError(f"The question's root is unsafe: {exc}") from None
-    if kind != "folder":
+    except FileNotFoundError:
+        folder = None
+    if folder is None or folder.kind != "folder":
         raise ValueError(f"The question's root {root!r} is not a folder of the workspace.")
-    return {"mode": mode, "root": relative_path(files_root, folder)}
+    return {"mode": mode, "root": folder.path}
 
 
 def clean_form_schema(schema) -> dict:

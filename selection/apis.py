@@ -6,7 +6,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from conversations.access import conversation_access
-from conversations.files import UnsafePath, list_folder, relative_path, resolve_inside
+from conversations.files import UnsafePath, Within, list_folder
 from conversations.questions import FIELDS, KINDS, MAX_OPTIONS, OPTION, PROMPT
 from core.api import PooledApiView, error_responses, field_for
 from core.errors import ApplicationError, not_found
@@ -196,9 +196,9 @@ class SelectionBrowseApi(APIView):
         services.selection_require_open(selection=selection)
         path = request.query_params.get("path", "")
         try:
-            root = resolve_inside(selection.conversation.workspace.files_root, selection.root)
+            root = Within(selection.conversation.workspace.files_root, selection.root)
             listing = list_folder(root, path)
-            here = relative_path(root, resolve_inside(root, path))
+            here = listing.path
         except UnsafePath as exc:
             raise ApplicationError("invalid_path", str(exc)) from None
         except FileNotFoundError:

@@ -10,13 +10,7 @@ from pathlib import Path
 from jsonschema import Draft202012Validator, FormatChecker
 from jsonschema.exceptions import best_match
 
-from conversations.files import (
-    UnsafePath,
-    check_readable,
-    kind_of,
-    relative_path,
-    resolve_inside,
-)
+from conversations.files import UnsafePath, Within, open_root
 from core.errors import ApplicationError
 
 from .models import Selection
@@ -45,30 +39,33 @@ def clean_answer(selection: Selection, answer, files_root: Path):
 
 
 def _clean_path_answer(selection, answer, files_root):
-    if not isinstance(answer, str) or not answer.strip():
+    """A path the question's folder holds, checked as the picker checks what it offers (one
+    rule: conversations.files.list_folder offers only what this accepts); stored as where it
+    really is, links resolved."""
+    # Not stripped: a name may begin or end with a space (the picker offers it as it is).
+    if not isinstance(answer, str) or not answer:
         raise invalid("answer: a path relative to the question's folder is required.")
     try:
-        root = resolve_inside(files_root, selection.root)
+        folder = open_root(Within(files_root, selection.root))
     except UnsafePath as exc:
         raise invalid(f"answer: the question's folder can no longer be used: {exc}") from None
+    except (FileNotFoundError, NotADirectoryError):
+        raise invalid("answer: the question's folder is no longer there.") from None
     try:
-        target = resolve_inside(root, answer)
         # A named pipe or a socket is refused unopened; a file or a folder must be readable
         # (the picker offers nothing else).
-        kind = kind_of(target, answer.strip())
-        if kind is not None:
-            check_readable(target, kind, answer.strip())
+        found = folder.inspect(answer, readable=True)
     except UnsafePath as exc:
         raise invalid(f"answer: {exc}") from None
-    except FileNotFoundError:
-        kind = None
-    if kind is None:
+    finally:
+        folder.close()
+    if found is None:
         raise invalid(f"answer: there is no '{answer}' in the question's folder.")
-    if selection.mode == Selection.Mode.FILE and kind != "file":
+    if selection.mode == Selection.Mode.FILE and found.kind != "file":
         raise invalid(f"answer: '{answer}' is a folder; this question asks for a file.")
-    if selection.mode == Selection.Mode.FOLDER and kind != "folder":
+    if selection.mode == Selection.Mode.FOLDER and found.kind != "folder":
         raise invalid(f"answer: '{answer}' is a file; this question asks for a folder.")
-    return relative_path(root, target) or "."
+    return found.path or "."
 
 
 def _clean_choice_answer(selection, answer, files_root):

@@ -11,22 +11,15 @@ as a tool call; input people add mid-turn is acknowledged between steps.
 """
 
 import asyncio
-import os
+import posixpath
 import re
 from datetime import datetime, timedelta
 from functools import partial
-from pathlib import Path, PurePosixPath
+from pathlib import PurePosixPath
 
 from django.conf import settings
 
-from ..files import (
-    UnsafePath,
-    kind_of,
-    list_folder,
-    os_problem,
-    relative_path,
-    resolve_inside,
-)
+from ..files import UnsafePath, exists, list_folder, look, os_problem, real_path, rename
 from . import Agent
 from .builtin_tools import (
     CHORES,
@@ -211,7 +204,8 @@ class BuiltinAgent(Agent):
     def _look_up(self, wanted: str) -> dict:
         root = self.ctx.files_root
         try:
-            if kind_of(resolve_inside(root, wanted), wanted) == "file":
+            found = look(root, wanted)
+            if found is not None and found.kind == "file":
                 return {"exact": True}
         except UnsafePath as exc:
             return {"unsafe": str(exc)}
@@ -362,14 +356,13 @@ class BuiltinAgent(Agent):
         if path is None:
             return
         try:
-            source = resolve_inside(self.ctx.files_root, path)
+            source = real_path(self.ctx.files_root, path)
         except UnsafePath as exc:
             await self.stream(explain(exc, path))
             return
-        target = await self.ask_new_name(path, source)
-        if target is None:
+        new_path = await self.ask_new_name(path, source)
+        if new_path is None:
             return
-        new_path = relative_path(self.ctx.files_root, target)
         await self.acknowledge_steering()
         confirmed = await self.ctx.confirm(f"Rename `{path}` to `{new_path}`?")
         if not (confirmed.answered and confirmed.value is True):
@@ -379,17 +372,18 @@ class BuiltinAgent(Agent):
                 await self.stream(NOT_ANSWERED[confirmed.status] + " The file keeps its name.")
             return
         renamed = await self.ctx.call_tool(
-            "rename", {"from": path, "to": new_path}, lambda: self._rename(source, target)
+            "rename", {"from": path, "to": new_path}, lambda: self._rename(source, new_path)
         )
         if "error" in renamed:
             await self.stream(renamed["error"])
             return
         await self.stream(f"Renamed `{path}` to `{new_path}`.")
 
-    async def ask_new_name(self, path: str, source: Path) -> Path | None:
-        """Where ``source`` (at ``path``) should go, in its own folder: the name is asked for
-        again, saying what was wrong, until one will do (MAX_NAME_TRIES at most). None, having
-        said why, if the question went unanswered or no name would do."""
+    async def ask_new_name(self, path: str, source: str) -> str | None:
+        """Where ``source`` (``path``, links resolved) should go, in its own folder: its new
+        path. The name is asked for again, saying what was wrong, until one will do
+        (MAX_NAME_TRIES at most). None, having said why, if the question went unanswered or no
+        name would do."""
         prompt = f"What should `{path}` be called? (a new name in the same folder)"
         for _ in range(MAX_NAME_TRIES):
             answer = await self.ctx.text(prompt)
@@ -397,7 +391,7 @@ class BuiltinAgent(Agent):
                 await self.not_answered(answer)
                 return None
             new_name = answer.value.strip()
-            target = source.parent / new_name
+            target = posixpath.join(posixpath.dirname(source), new_name)
             problem = bad_name(new_name) or await self.ctx.step(
                 "check name", partial(self._name_taken, target), {"path": path, "name": new_name}
             )
@@ -410,31 +404,31 @@ class BuiltinAgent(Agent):
         )
         return None
 
-    def _name_taken(self, target: Path) -> str | None:
+    def _name_taken(self, target: str) -> str | None:
         """Why ``target`` (in the folder of the file to rename) will not do, or None. Looked
         at without following links: a link to nothing still holds its name."""
         root = self.ctx.files_root
         try:
-            relative = relative_path(root, target)
-            if os.path.lexists(target):
-                return f"`{relative}` already exists"
-            resolve_inside(root, relative)
+            if exists(root, target):
+                return f"`{target}` already exists"
+            real_path(root, target)
         except UnsafePath as exc:
             return exc.problem
         except OSError as exc:
             return os_problem(exc)
         return None
 
-    def _rename(self, source: Path, target: Path) -> dict:
-        root = self.ctx.files_root
+    def _rename(self, source: str, target: str) -> dict:
         try:
-            if os.path.lexists(target):
-                return {"error": f"`{relative_path(root, target)}` already exists."}
-            os.rename(source, target)
+            rename(self.ctx.files_root, source, target)
+        except FileExistsError:
+            return {"error": f"`{target}` already exists."}
+        except FileNotFoundError:
+            return {"error": f"I can't rename `{source}`: it is no longer there."}
         except UnsafePath as exc:
             return {"error": f"I can't rename it: {exc}"}
         except OSError as exc:
-            return {"error": f"I can't rename `{relative_path(root, source)}`: {os_problem(exc)}."}
+            return {"error": f"I can't rename `{source}`: {os_problem(exc)}."}
         return {"renamed": True}
 
     async def do_tidy(self, argument: str) -> None:

@@ -3,7 +3,6 @@ threads, through ctx.call_tool): find, summarise, match names, tidy lines, check
 say what was left out."""
 
 import difflib
-import os
 import re
 from datetime import UTC, datetime
 from pathlib import Path, PurePosixPath
@@ -15,12 +14,8 @@ from ..files import (
     MAX_TEXT_BYTES,
     Skipped,
     UnsafePath,
-    kind_of,
-    make_folders,
-    printable_name,
     read_text,
-    relative_path,
-    resolve_inside,
+    remove_empty_folders,
     walk_files,
     write_text,
 )
@@ -54,11 +49,11 @@ def find_in_files(root, needle: str) -> dict:
         if found.size > MAX_TEXT_BYTES:
             continue
         try:
-            text = read_text(found.real, found.path)
+            text = read_text(root, found.real)
         except UnsafePath as exc:
             skipped.append(Skipped(found.name, found.path, exc.problem))
             continue
-        except FileNotFoundError:
+        except (FileNotFoundError, IsADirectoryError):
             continue  # gone since the folder was read
         if text is None:
             continue
@@ -112,6 +107,8 @@ def walk(root, skipped: list | None = None):
     except UnsafePath as exc:
         if skipped is not None:
             skipped.append(Skipped(".", ".", exc.problem))
+    except (FileNotFoundError, NotADirectoryError):
+        return  # no files yet
 
 
 def common_folder(paths: list[str]) -> str:
@@ -169,24 +166,12 @@ def summary_of(root: Path, path: str) -> dict:
 def text_of(root: Path, path: str) -> str | dict:
     """The text of the file at ``path``, or ``{"error"}`` saying why it cannot be read."""
     try:
-        text = read_text(regular_file(root, path), path)
+        text = read_text(root, path)
     except (UnsafePath, FileNotFoundError, IsADirectoryError) as exc:
         return {"error": explain(exc, path)}
     if text is None:
         return {"error": f"`{path}` is not a text file I can read."}
     return text
-
-
-def regular_file(root: Path, path: str) -> Path:
-    """The real path of the regular file at ``path``; raises UnsafePath, FileNotFoundError
-    or IsADirectoryError."""
-    target = resolve_inside(root, path)
-    kind = kind_of(target, path)
-    if kind is None:
-        raise FileNotFoundError(path)
-    if kind == "folder":
-        raise IsADirectoryError(path)
-    return target
 
 
 def compare_files(root: Path, first: str, second: str) -> dict:
@@ -211,19 +196,11 @@ def compare_files(root: Path, first: str, second: str) -> dict:
 
 
 def empty_folders(root: Path) -> dict:
-    root = root.resolve()
-    removed = []
-    # os.walk follows no links, and passes over folders it cannot read.
-    for folder, _dirs, _files in os.walk(root, topdown=False):
-        path = Path(folder)
-        try:
-            relative = relative_path(root, path)
-            if path == root or not printable_name(relative) or any(path.iterdir()):
-                continue
-            path.rmdir()
-        except (OSError, UnsafePath):
-            continue
-        removed.append(relative)
+    """Remove the empty folders (links are not followed, hidden ones are left alone)."""
+    try:
+        removed = remove_empty_folders(root)
+    except (UnsafePath, FileNotFoundError):
+        removed = []
     return {"removed": removed, "summary": f"removed {len(removed)} empty folder(s)"}
 
 
@@ -233,14 +210,14 @@ def _rewrite_text_files(root: Path, change) -> list[str]:
         if PurePosixPath(found.path).suffix.lower() not in TEXT_SUFFIXES:
             continue
         try:
-            text = read_text(found.real, found.path)
+            text = read_text(root, found.real)
             if text is None:
                 continue
             new = change(text)
             if new != text:
-                write_text(found.real, found.path, new)
+                write_text(root, found.real, new)
                 changed.append(found.path)
-        except (UnsafePath, FileNotFoundError):
+        except (UnsafePath, FileNotFoundError, IsADirectoryError):
             continue
     return changed
 
@@ -280,15 +257,10 @@ def write_note(root: Path, fields: dict, body: str) -> dict:
 
 
 def _write_note(root: Path, fields: dict, body: str) -> str:
-    """The note's path, once written in ``notes/``. Raises UnsafePath when that folder
-    cannot be used (a loop, a link to nothing, a file in its way...)."""
-    folder = resolve_inside(root, "notes")
-    make_folders(folder, "notes")
+    """The note's path, once written in ``notes/`` under a name nothing has yet. Raises
+    UnsafePath when that folder cannot be used (a loop, a link to nothing, a file in its
+    way...)."""
     stem = slugify(fields["title"]) or "note"
-    target, number = folder / f"{stem}.md", 1
-    while os.path.lexists(target):
-        number += 1
-        target = folder / f"{stem}-{number}.md"
     tags = [t.strip() for t in fields.get("tags", "").split(",") if t.strip()]
     lines = [f"# {fields['title']}", ""]
     if tags:
@@ -297,9 +269,14 @@ def _write_note(root: Path, fields: dict, body: str) -> str:
         lines.append("Pinned: yes")
     if body.strip():
         lines += ["", body.strip()]
-    relative = relative_path(root, target)
-    write_text(target, relative, "\n".join(lines) + "\n")
-    return relative
+    text = "\n".join(lines) + "\n"
+    for number in range(1, 1000):
+        name = f"notes/{stem}.md" if number == 1 else f"notes/{stem}-{number}.md"
+        try:
+            return write_text(root, name, text, make_folders=True, exclusive=True)[0]
+        except FileExistsError:
+            continue
+    raise UnsafePath(f"There are too many notes called '{stem}'.")
 
 
 # What each tidy chore (see builtin.TIDY_CHORES) runs.

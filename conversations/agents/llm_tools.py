@@ -3,7 +3,6 @@ rename), and ask people, one tool per question kind (their schemas derived from 
 definition). Each tool's arguments are checked against
 its JSON schema before it runs; a bad argument goes back to the model as the tool's error."""
 
-import os
 from pathlib import Path
 
 from django.conf import settings
@@ -16,13 +15,10 @@ from ..files import (
     MAX_TEXT_BYTES,
     Skipped,
     UnsafePath,
-    kind_of,
+    exists,
     list_folder,
-    make_folders,
-    os_problem,
     read_bytes,
-    relative_path,
-    resolve_inside,
+    rename,
     walk_files,
     write_text,
 )
@@ -122,27 +118,6 @@ class ToolFailed(SaidToPeople):
     """A tool could not do what it was asked; the message goes back to the model."""
 
 
-def _inside(root: Path, relative: str) -> Path:
-    """The path inside the root; hidden files and folders (``.git``, ``.env``) are not the
-    model's to read or write."""
-    try:
-        target = resolve_inside(root, relative)
-        inside = relative_path(root, target)
-    except UnsafePath as exc:
-        raise ToolFailed(str(exc)) from None
-    if any(part.startswith(".") for part in inside.split("/")):
-        raise ToolFailed("Hidden files and folders are out of the model's reach.")
-    return target
-
-
-def _kind(target: Path, path: str) -> str | None:
-    """'file', 'folder' or None (nothing there); ToolFailed for anything else."""
-    try:
-        return kind_of(target, path)
-    except UnsafePath as exc:
-        raise ToolFailed(str(exc)) from None
-
-
 def _skipped(skipped: list) -> dict:
     """What a result says of the entries left out: nothing if none, else the first
     MAX_SKIPPED and how many in all."""
@@ -153,7 +128,6 @@ def _skipped(skipped: list) -> dict:
 
 
 def list_files(root: Path, path: str = "") -> dict:
-    _inside(root, path)
     try:
         listing = list_folder(root, path)
     except UnsafePath as exc:
@@ -168,32 +142,28 @@ def list_files(root: Path, path: str = "") -> dict:
     return result | _skipped(listing.skipped)
 
 
-def _read(target: Path, path: str) -> tuple[str, int]:
-    """The file's text, its first MAX_TEXT_BYTES at most (never more is read), and its size
-    in bytes. Only a regular file is ever opened."""
-    kind = _kind(target, path)
-    if kind is None:
-        raise ToolFailed(f"There is no file '{path}'.")
-    if kind == "folder":
-        raise ToolFailed(f"'{path}' is a folder, not a file.")
+def _read(root: Path, path: str) -> tuple[str, int, str]:
+    """The file's text, its first MAX_TEXT_BYTES at most (never more is read), its size in
+    bytes and its real path. Only a regular file is ever opened."""
     try:
-        data, size = read_bytes(target, path, MAX_TEXT_BYTES)
+        data, size, real = read_bytes(root, path, MAX_TEXT_BYTES)
     except UnsafePath as exc:
         raise ToolFailed(str(exc)) from None
     except FileNotFoundError:
         raise ToolFailed(f"There is no file '{path}'.") from None
+    except IsADirectoryError:
+        raise ToolFailed(f"'{path}' is a folder, not a file.") from None
     if b"\x00" in data[:8192]:
         raise ToolFailed(f"'{path}' is not a text file.")
-    return data.decode("utf-8", errors="replace"), size
+    return data.decode("utf-8", errors="replace"), size, real
 
 
 def read_file(root: Path, path: str, offset: int = 0) -> dict:
-    target = _inside(root, path)
-    text, size = _read(target, path)
+    text, size, real = _read(root, path)
     limit = settings.PARLEY_LLM_READ_MAX_BYTES
     part = text[offset : offset + limit]
     result = {
-        "path": relative_path(root, target),
+        "path": real,
         "offset": offset,
         "content": part,
         "characters": len(text),
@@ -205,21 +175,18 @@ def read_file(root: Path, path: str, offset: int = 0) -> dict:
 
 
 def search_files(root: Path, text: str, path: str = "") -> dict:
-    base = _inside(root, path)
-    if _kind(base, path) != "folder":
-        raise ToolFailed(f"There is no folder '{path}'.")
     needle = text.lower()
     matches, skipped = [], []
     try:
-        for found in walk_files(root, relative_path(root, base), skipped=skipped):
+        for found in walk_files(root, path, skipped=skipped):
             if found.size > MAX_TEXT_BYTES:
                 continue
             try:
-                data, _ = read_bytes(found.real, found.path, MAX_TEXT_BYTES)
+                data, _, _ = read_bytes(root, found.real, MAX_TEXT_BYTES)
             except UnsafePath as exc:
                 skipped.append(Skipped(found.name, found.path, exc.problem))
                 continue
-            except FileNotFoundError:
+            except (FileNotFoundError, IsADirectoryError):
                 continue  # gone since its folder was read
             if b"\x00" in data[:8192]:
                 continue
@@ -231,44 +198,37 @@ def search_files(root: Path, text: str, path: str = "") -> dict:
                         return {"text": text, "matches": matches, "more": True} | _skipped(skipped)
     except UnsafePath as exc:
         raise ToolFailed(str(exc)) from None
+    except (FileNotFoundError, NotADirectoryError):
+        raise ToolFailed(f"There is no folder '{path}'.") from None
     return {"text": text, "matches": matches, "more": False} | _skipped(skipped)
 
 
 def file_exists(root: Path, path: str) -> bool:
-    return os.path.lexists(_inside(root, path))
+    try:
+        return exists(root, path)
+    except UnsafePath as exc:
+        raise ToolFailed(str(exc)) from None
 
 
 def write_file(root: Path, path: str, content: str) -> dict:
-    target = _inside(root, path)
-    if target == root.resolve() or _kind(target, path) == "folder":
-        raise ToolFailed(f"'{path}' is a folder.")
-    created = not os.path.lexists(target)
     try:
-        make_folders(target.parent, relative_path(root, target.parent))
-        write_text(target, path, content)
+        real, created = write_text(root, path, content, make_folders=True)
     except UnsafePath as exc:
         raise ToolFailed(str(exc)) from None
+    except IsADirectoryError:
+        raise ToolFailed(f"'{path}' is a folder.") from None
     except FileNotFoundError:
         raise ToolFailed(f"'{path}' vanished while it was being written.") from None
-    return {"path": relative_path(root, target), "created": created, "characters": len(content)}
+    return {"path": real, "created": created, "characters": len(content)}
 
 
 def rename_file(root: Path, path: str, new_path: str) -> dict:
-    source = _inside(root, path)
-    target = _inside(root, new_path)
-    if source == root.resolve():
-        raise ToolFailed("The workspace's root cannot be renamed.")
-    if _kind(source, path) is None:
-        raise ToolFailed(f"There is no file or folder '{path}'.")
-    if os.path.lexists(target):
-        raise ToolFailed(f"'{new_path}' already exists.")
-    if source in target.parents:
-        raise ToolFailed("A folder cannot be moved inside itself.")
     try:
-        make_folders(target.parent, relative_path(root, target.parent))
-        source.rename(target)
+        source, target = rename(root, path, new_path, make_folders=True)
     except UnsafePath as exc:
         raise ToolFailed(str(exc)) from None
-    except OSError as exc:
-        raise ToolFailed(f"'{path}' cannot be renamed ({os_problem(exc)}).") from None
-    return {"path": relative_path(root, source), "new_path": relative_path(root, target)}
+    except FileNotFoundError:
+        raise ToolFailed(f"There is no file or folder '{path}'.") from None
+    except FileExistsError:
+        raise ToolFailed(f"'{new_path}' already exists.") from None
+    return {"path": source, "new_path": target}

@@ -564,7 +564,9 @@ def test_the_model_searches_reads_on_from_an_offset_and_renames_within_the_files
     assert expected and found == {"text": "IDEAS", "matches": expected, "more": False}
     assert (first["content"], first["truncated"]) == (readme[:10], True)
     assert (second["offset"], second["content"]) == (10, readme[10:20])
-    assert hidden == {"error": "Hidden files and folders are out of the model's reach."}
+    assert hidden == {
+        "error": "Hidden files and folders (names starting with a dot) are out of reach."
+    }
     assert renamed == {"path": "notes/ideas.md", "new_path": "archive/ideas.md"}
     assert (files / "archive" / "ideas.md").exists() and not (files / "notes" / "ideas.md").exists()
 
