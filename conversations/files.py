@@ -17,6 +17,7 @@ from pathlib import Path
 from core.pathrules import (
     MAX_NAME_BYTES,
     MAX_PATH_CHARS,
+    NOT_UTF8,
     UnsafePath,
     UnusablePath,
     os_problem,
@@ -113,7 +114,7 @@ def list_folder(root: Root, relative: str = "") -> Listing:
                 continue
             path = _join(here, shown_name(name))
             if not printable_name(name):
-                listing.skipped.append(Skipped(shown_name(name), path, "its name is not UTF-8"))
+                listing.skipped.append(Skipped(shown_name(name), path, NOT_UTF8))
                 continue
             try:
                 found = place.inspect(path, readable=True)

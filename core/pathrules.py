@@ -28,6 +28,7 @@ DANGLING = "a symbolic link to something that does not exist"
 NOT_TEXT_TARGET = "a link to a name that is not UTF-8"
 HIDDEN_TARGET = "a link to a hidden file or folder"
 IN_THE_WAY = "a file is in the way of its folder"
+NOT_UTF8 = "its name is not UTF-8"
 
 
 class UnsafePath(ValueError):
@@ -109,9 +110,7 @@ def path_names(relative) -> list[str]:
         try:
             size = len(name.encode("utf-8"))
         except UnicodeEncodeError:
-            raise UnsafePath(
-                "The path is not valid text.", problem="its name is not UTF-8"
-            ) from None
+            raise UnsafePath("The path is not valid text.", problem=NOT_UTF8) from None
         if size > MAX_NAME_BYTES:
             raise UnsafePath(
                 f"A name in the path is longer than {MAX_NAME_BYTES} bytes (in UTF-8).",

@@ -21,6 +21,7 @@ from pathlib import Path
 
 from .pathrules import (
     MAX_PATH_CHARS,
+    NOT_UTF8,
     UnsafePath,
     kind_of_stat,
     os_problem,
@@ -313,8 +314,12 @@ class Root:
         folders. Links to files are followed (as inspect does), links to folders are not;
         hidden names are passed over. What cannot be used is handed to ``leave_out(name, path,
         problem)``. Raises as listdir for ``under``."""
-        start, _ = self.listdir(under)
-        stack = [start.split("/") if start else []]
+        found = self.inspect(under, readable=True)
+        if found is None:
+            raise FileNotFoundError(under)
+        if found.kind != "folder":
+            raise NotADirectoryError(under)
+        stack = [found.path.split("/") if found.path else []]
         while stack:
             folder = stack.pop()
             here = "/".join(folder)
@@ -331,6 +336,8 @@ class Root:
             for name, info in entries:
                 path = f"{here}/{shown_name(name)}" if here else shown_name(name)
                 try:
+                    if not printable_name(name):
+                        raise UnsafePath("The path is not valid text.", problem=NOT_UTF8)
                     if isinstance(info, OSError):
                         raise unusable(path, os_problem(info))
                     path_names(path)

@@ -209,6 +209,8 @@ class BuiltinAgent(Agent):
                 return {"exact": True}
         except UnsafePath as exc:
             return {"unsafe": str(exc)}
+        except FileNotFoundError:
+            return {"matches": []}  # no files at all yet
         return {"matches": files_matching(root, wanted)}
 
     # Abilities -----------------------------------------------------------------------------

@@ -46,7 +46,8 @@ def _object(properties: dict, required: list[str]) -> dict:
 FILE_TOOLS = {
     "list_files": (
         "List a folder of the workspace's files (folders first). Paths are relative to the "
-        "workspace's root; '' is the root.",
+        "workspace's root; '' is the root. Hidden files and folders (names starting with a dot) "
+        "are out of reach.",
         _object({"path": _PATH}, []),
     ),
     "read_file": (
@@ -208,6 +209,8 @@ def file_exists(root: Path, path: str) -> bool:
         return exists(root, path)
     except UnsafePath as exc:
         raise ToolFailed(str(exc)) from None
+    except FileNotFoundError:
+        return False  # no files at all yet
 
 
 def write_file(root: Path, path: str, content: str) -> dict:

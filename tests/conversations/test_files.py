@@ -263,6 +263,16 @@ def test_names_that_are_not_utf8_are_left_out_by_name(files_root):
     json.dumps([s.as_dict() for s in listing.skipped]).encode()  # JSON and UTF-8 take it
     with pytest.raises(UnsafePath, match="'notes/cafe' cannot be used"):
         real_path(files_root, "notes/cafe")
+    # A walk leaves the folder out by name, and goes neither into it nor through the link.
+    with open(os.fsencode(files_root / "notes") + b"/caf\xe9/inside.md", "w") as file:
+        file.write("x\n")
+    skipped = []
+    walked = [f.path for f in walk_files(files_root, "notes", skipped=skipped)]
+    assert walked == ["notes/ideas.md", "notes/meeting-2026-11-02.md"]
+    assert {s.path: s.problem for s in skipped} == {
+        "notes/cafe": "a link to a name that is not UTF-8",
+        "notes/caf\ufffd": "its name is not UTF-8",
+    }
 
 
 # REST: browsing a path question's folder and answering it -----------------------------------------
