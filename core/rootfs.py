@@ -119,7 +119,9 @@ class Root:
                 fd = os.open(spot.name, WALK, dir_fd=spot.parent)
             except OSError:
                 raise Changed from None
-            return Root(fd, {f"{prefix.rstrip('/')}/{spot.path}" for prefix in self.prefixes})
+            return Root(
+                fd, {os.path.join(prefix, spot.path).rstrip("/") for prefix in self.prefixes}
+            )
 
         return self._attempts(shown, act) if names else Root(os.dup(self.fd), self.prefixes)
 
