@@ -17,12 +17,11 @@ from channels.routing import URLRouter
 from channels.security.websocket import WebsocketDenier
 from django.conf import settings
 from twisted.internet import tcp
-from twisted.internet.interfaces import IPushProducer
-from zope.interface import implementer
 
 from core import slots
 from core.decoding import decode_json
 from core.errors import ApplicationError, too_many
+from core.streaming import Producer
 
 logger = logging.getLogger(__name__)
 
@@ -288,10 +287,8 @@ def anything(name: str, value):
 # A socket's write buffer ------------------------------------------------------------------------
 
 
-@implementer(IPushProducer)
-class Flow:
-    """Whether a socket's client keeps up: the producer Twisted tells when the socket's write
-    buffer passes ``PARLEY_SOCKET_BUFFER_BYTES`` (pause) and when it has drained (resume).
+class Flow(Producer):
+    """Whether a socket's client keeps up: the ``Producer`` of the socket's connection.
 
     Daphne's ``send`` never waits: whatever is sent to a client that does not read piles up in
     the server's memory. Under Daphne each socket's scope carries one of these (see
@@ -299,9 +296,8 @@ class Flow:
     """
 
     def __init__(self, protocol):
+        super().__init__()
         self.protocol = protocol
-        self._drained = asyncio.Event()
-        self._drained.set()
         transport = protocol.transport
         transport.bufferSize = settings.PARLEY_SOCKET_BUFFER_BYTES
         if getattr(transport, "producer", None) is not None:
@@ -313,19 +309,6 @@ class Flow:
         self._direct = isinstance(transport, tcp.Connection) and not getattr(
             transport, "TLS", False
         )
-
-    @property
-    def full(self) -> bool:
-        return not self._drained.is_set()
-
-    async def drained(self, timeout: float) -> bool:
-        """Wait until the buffer has drained: False if it is still full after ``timeout``."""
-        try:
-            async with asyncio.timeout(timeout):
-                await self._drained.wait()
-        except TimeoutError:
-            return False
-        return True
 
     def write(self, frames) -> bool:
         """Write ``frames`` (each with its ``wire``: its bytes as a WebSocket message) to the
@@ -366,15 +349,3 @@ class Flow:
         ``seconds`` to read what it has and answer the close, rather than the second after which
         the connection would be dropped (which its client sees as 1006, no reason given)."""
         self.protocol.closeHandshakeTimeout = seconds
-
-    # IPushProducer, called by Twisted's transport.
-
-    def pauseProducing(self):
-        self._drained.clear()
-
-    def resumeProducing(self):
-        self._drained.set()
-
-    def stopProducing(self):
-        # The connection is gone: nothing may wait for it any more.
-        self._drained.set()

@@ -22,21 +22,14 @@ _open: "weakref.WeakSet[ResponseFlow]" = weakref.WeakSet()
 
 
 @implementer(IPushProducer)
-class ResponseFlow:
-    """Whether a streamed response's client keeps up: the producer Twisted tells when the
-    connection's write buffer passes ``PARLEY_SOCKET_BUFFER_BYTES`` (pause) and when it has
-    drained (resume). Registered on Daphne's request (``request``) until ``release()``, which
-    must come before the response ends."""
+class Producer:
+    """Whether a connection's client keeps up: the producer Twisted tells when the connection's
+    write buffer passes ``PARLEY_SOCKET_BUFFER_BYTES`` (pause) and when it has drained
+    (resume). A socket's (core.sockets' ``Flow``) and a streamed response's (``ResponseFlow``)."""
 
-    def __init__(self, request):
-        self.request = request
-        self.transport = request.channel.transport
+    def __init__(self):
         self._drained = asyncio.Event()
         self._drained.set()
-        self._dropping: asyncio.TimerHandle | None = None
-        self.transport.bufferSize = settings.PARLEY_SOCKET_BUFFER_BYTES
-        request.registerProducer(self, True)
-        _open.add(self)
 
     @property
     def full(self) -> bool:
@@ -50,6 +43,32 @@ class ResponseFlow:
         except TimeoutError:
             return False
         return True
+
+    # IPushProducer, called by Twisted (the connection, or the HTTP channel for it).
+
+    def pauseProducing(self):
+        self._drained.clear()
+
+    def resumeProducing(self):
+        self._drained.set()
+
+    def stopProducing(self):
+        # The connection is gone: nothing may wait for it any more.
+        self._drained.set()
+
+
+class ResponseFlow(Producer):
+    """A streamed response's ``Producer``, registered on Daphne's request (``request``) until
+    ``release()``, which must come before the response ends."""
+
+    def __init__(self, request):
+        super().__init__()
+        self.request = request
+        self.transport = request.channel.transport
+        self._dropping: asyncio.TimerHandle | None = None
+        self.transport.bufferSize = settings.PARLEY_SOCKET_BUFFER_BYTES
+        request.registerProducer(self, True)
+        _open.add(self)
 
     def unsent(self) -> int:
         """Bytes written to the response that the process still holds for the client."""
@@ -82,18 +101,6 @@ class ResponseFlow:
         _open.discard(self)
         if self.transport.connected and self.unsent():
             self.transport.abortConnection()
-
-    # IPushProducer, called by Twisted's HTTP channel (for its transport).
-
-    def pauseProducing(self):
-        self._drained.clear()
-
-    def resumeProducing(self):
-        self._drained.set()
-
-    def stopProducing(self):
-        # The connection is gone: nothing may wait for it any more.
-        self._drained.set()
 
 
 def _unsent_in_tails() -> float:
