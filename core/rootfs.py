@@ -31,7 +31,7 @@ from .pathrules import (
     shown_name,
     unusable,
 )
-from .rootwalk import LIST, WALK, Changed, Walk, open_spot, regular, stat_spot
+from .rootwalk import LIST, WALK, Changed, Spot, Walk, open_spot, regular, stat_spot
 
 # How many times an operation starts again when what it walked changed under it (a name
 # swapped for a link between being looked at and being opened) before it gives up.
@@ -73,6 +73,19 @@ class Walked:
         return self.path.rpartition("/")[2]
 
 
+def _existing(walk: Walk, names: list[str], shown: str, *, folder: bool) -> Spot:
+    """Where ``names`` leads, which must be a folder (``folder``) or must not: raises
+    FileNotFoundError when nothing is there, NotADirectoryError or IsADirectoryError when what
+    is there is of the other kind."""
+    spot = walk.resolve(names, shown)
+    info = stat_spot(spot, shown) if spot.exists else None
+    if info is None:
+        raise FileNotFoundError(shown)
+    if (kind_of_stat(info, shown) == "folder") != folder:
+        raise (NotADirectoryError if folder else IsADirectoryError)(shown)
+    return spot
+
+
 class Root:
     """An open root folder (see opened): each method walks its path down from it."""
 
@@ -109,12 +122,7 @@ class Root:
         shown = "/".join(names)
 
         def act(walk: Walk) -> Root:
-            spot = walk.resolve(names, shown)
-            info = stat_spot(spot, shown) if spot.exists else None
-            if info is None:
-                raise FileNotFoundError(shown)
-            if kind_of_stat(info, shown) != "folder":
-                raise NotADirectoryError(shown)
+            spot = _existing(walk, names, shown, folder=True)
             try:
                 fd = os.open(spot.name, WALK, dir_fd=spot.parent)
             except OSError:
@@ -174,12 +182,7 @@ class Root:
         shown = "/".join(names)
 
         def act(walk: Walk):
-            spot = walk.resolve(names, shown)
-            info = stat_spot(spot, shown) if spot.exists else None
-            if info is None:
-                raise FileNotFoundError(shown)
-            if kind_of_stat(info, shown) == "folder":
-                raise IsADirectoryError(shown)
+            spot = _existing(walk, names, shown, folder=False)
             fd = open_spot(spot, os.O_RDONLY, shown)
             size = regular(fd, shown).st_size
             with os.fdopen(fd, "rb") as file:
@@ -269,12 +272,7 @@ class Root:
         shown = "/".join(names)
 
         def act(walk: Walk):
-            spot = walk.resolve(names, shown)
-            info = stat_spot(spot, shown) if spot.exists else None
-            if info is None:
-                raise FileNotFoundError(shown)
-            if kind_of_stat(info, shown) != "folder":
-                raise NotADirectoryError(shown)
+            spot = _existing(walk, names, shown, folder=True)
             fd = open_spot(spot, os.O_RDONLY | os.O_DIRECTORY, shown)
             try:
                 return spot.path, os.listdir(fd)
