@@ -77,11 +77,7 @@ class Session:
         self.check_access()
         wanted = arguments.get("conversation")
         if self.conversation is not None:
-            if wanted and wanted != self.conversation.pk:
-                raise Refused(
-                    f"This session works in conversation {self.conversation.pk}; open another "
-                    "session to work in another one."
-                )
+            self._check_named(arguments)
             wanted = self.conversation.pk
         conversation, workspace = await run_db(
             _place, user=self.user, conversation_id=wanted, workspace=arguments.get("workspace")
@@ -90,12 +86,20 @@ class Session:
             self._bind(conversation)
         return workspace
 
+    def _check_named(self, arguments: dict) -> None:
+        wanted = arguments.get("conversation")
+        if wanted and self.conversation is not None and wanted != self.conversation.pk:
+            raise Refused(
+                f"This session works in conversation {self.conversation.pk}; open another "
+                "session to work in another one."
+            )
+
     async def turn(self, arguments: dict):
         """The session's link to its turn, starting the turn (and creating the session's
         conversation, in the same transaction) on first use."""
         async with self._binding:
-            await self.workspace_for(arguments)
             if self.link is None:
+                await self.workspace_for(arguments)
                 # The link is open before the turn starts: its agent, launched the moment the
                 # turn is committed, finds it there.
                 link = link_open(new_turn_id())
@@ -115,7 +119,11 @@ class Session:
                 self.turn_id, self.link = link.turn_id, link
                 if self.conversation is None:
                     self._bind(turn.conversation)
-            self.check_access()
+            else:
+                # Access was checked when the turn started and is followed live since (the
+                # hold): no look-up per call.
+                self._check_named(arguments)
+                self.check_access()
             if self.link.ended.is_set():
                 raise LinkEnded(self.turn_id)
             return self.link
