@@ -254,6 +254,16 @@ def server(make_server) -> LiveServer:
     return make_server()
 
 
+@pytest.fixture
+def admin(server, people):
+    """Alice, made a superuser, signed in to the admin of the live server (an httpx client)."""
+    from tests.helpers import admin_of  # tests.helpers imports this module
+
+    client = admin_of(server, people)
+    yield client
+    client.close()
+
+
 @pytest.fixture(autouse=True)
 def _close_db_threads(request):
     yield

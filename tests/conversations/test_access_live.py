@@ -17,7 +17,6 @@ from tests.conftest import receive_json, wait_until
 from tests.helpers import (
     CEILING,
     MEMBERSHIPS,
-    admin_of,
     closed_with,
     membership_of,
     message_after,
@@ -28,14 +27,6 @@ from tests.helpers import (
     sse_events,
     tail_lines,
 )
-
-
-@pytest.fixture
-def admin(server, people):
-    client = admin_of(server, people)
-    yield client
-    client.close()
-
 
 # The test's own database work, from its async tests: in a thread, whose connection is closed
 # after (the test database cannot be dropped while one is open).

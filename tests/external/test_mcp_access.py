@@ -14,7 +14,6 @@ from selection.models import Selection
 from tests.helpers import (
     CEILING,
     MEMBERSHIPS,
-    admin_of,
     membership_of,
     of_type,
     post_form,
@@ -22,13 +21,6 @@ from tests.helpers import (
     turn_events,
 )
 from tests.mcp_client import mcp_session
-
-
-@pytest.fixture
-def admin(server, people):
-    client = admin_of(server, people)
-    yield client
-    client.close()
 
 
 async def _waiting_questions(rest, count: int) -> list[dict]:

@@ -9,7 +9,6 @@ from django.contrib.admin.utils import quote
 
 from tests.conftest import all_events, receive_json, wait_for_turn_end
 from tests.helpers import (
-    admin_of,
     answer_in_admin,
     ask,
     create_conversation,
@@ -21,13 +20,6 @@ from tests.helpers import (
     start,
     wait_pending,
 )
-
-
-@pytest.fixture
-def admin(server, people):
-    client = admin_of(server, people)
-    yield client
-    client.close()
 
 
 def normalized(events):
