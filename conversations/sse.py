@@ -70,7 +70,8 @@ async def tail_stream(
     keepalive = settings.PARLEY_SSE_KEEPALIVE_SECONDS
     stall = settings.PARLEY_SOCKET_STALL_SECONDS
     sent = after_seq
-    flow = behind = None
+    flow = None
+    behind = False
     cut = False  # whether the client was last sent a piece of a frame
     feed = ConversationFeed(conversation_id, after_seq)
     if first_page is not None:
@@ -115,9 +116,7 @@ async def tail_stream(
                         break
                 for chunk, last in _slices(due):
                     if not await room():
-                        # Mid-frame, the client is left the frame's start, which SSE discards
-                        # when the stream ends; nothing is added after it.
-                        behind = "mid-frame" if cut else True
+                        behind = True
                         break
                     yield chunk
                     cut = last is None
@@ -140,7 +139,9 @@ async def tail_stream(
             stall,
         )
         flow.drop_unless_read(BEHIND_PATIENCE_SECONDS)
-        if behind != "mid-frame":
+        # Mid-frame (``cut``), the client is left the frame's start, which SSE discards when the
+        # stream ends; nothing is added after it.
+        if not cut:
             error = {**FELL_BEHIND, "last_event_id": sent}
             yield sse_frame(encode({"error": error}), event="error")
     else:
