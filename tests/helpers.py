@@ -18,6 +18,7 @@ import websockets
 from asgiref.sync import sync_to_async
 from channels.testing import WebsocketCommunicator
 from django.conf import settings
+from django.contrib.auth import get_user_model
 from django.db import connection, transaction
 from django.utils import timezone
 from prometheus_client.parser import text_string_to_metric_families
@@ -262,6 +263,15 @@ CEILING = 60
 
 # The test's own database work, from its async tests: in a thread, whose connection is closed
 # after (the test database cannot be dropped while one is open).
+
+
+@sync_to_async
+def deactivate(person) -> int:
+    # An update: no model signal, so only the server's upkeep can notice.
+    try:
+        return get_user_model().objects.filter(pk=person.user.pk).update(is_active=False)
+    finally:
+        connection.close()
 
 
 @sync_to_async

@@ -8,9 +8,6 @@ import json
 import httpx
 import pytest
 import websockets
-from asgiref.sync import sync_to_async
-from django.contrib.auth import get_user_model
-from django.db import connection
 
 from conversations import revocation
 from tests.conftest import receive_json, wait_until
@@ -18,6 +15,7 @@ from tests.helpers import (
     CEILING,
     MEMBERSHIPS,
     closed_with,
+    deactivate,
     membership_of,
     message_after,
     parked_conversation,
@@ -30,15 +28,6 @@ from tests.helpers import (
 
 # The test's own database work, from its async tests: in a thread, whose connection is closed
 # after (the test database cannot be dropped while one is open).
-
-
-@sync_to_async
-def deactivate(person) -> int:
-    # An update: no model signal, so only the server's upkeep can notice.
-    try:
-        return get_user_model().objects.filter(pk=person.user.pk).update(is_active=False)
-    finally:
-        connection.close()
 
 
 async def test_a_member_removed_in_the_admin_loses_their_socket_and_tail_at_once(

@@ -14,6 +14,7 @@ from selection.models import Selection
 from tests.helpers import (
     CEILING,
     MEMBERSHIPS,
+    deactivate,
     membership_of,
     of_type,
     post_form,
@@ -142,3 +143,19 @@ async def test_a_refused_first_call_creates_no_conversation(server, people):
         assert posted.isError
     assert await Conversation.objects.acount() == 0
     assert await Turn.objects.acount() == 0
+
+
+async def test_a_deactivated_account_loses_its_mcp_session(server, people):
+    async with (
+        mcp_session(server.url, people.bob.token) as mcp,
+        server.async_client(people.alice) as rest,
+    ):
+        asking = asyncio.create_task(mcp.call_tool("ask", {"kind": "text", "prompt": "Who?"}))
+        (question,) = await _waiting_questions(rest, 1)
+        # By SQL: no model signal, so the server's upkeep is what notices.
+        assert await deactivate(people.bob) == 1
+        result = await asyncio.wait_for(asking, CEILING)
+        assert result.isError and "no longer have access" in result.content[0].text
+        events = await turn_events(rest, question["conversation"])
+    assert events[-1]["type"] == "turn.completed"
+    assert (await Selection.objects.aget(pk=question["id"])).status == "cancelled"
