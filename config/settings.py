@@ -81,6 +81,7 @@ INSTALLED_APPS = [
     "conversations",
     "selection",
     "external",
+    "reach",
 ]
 
 # Django's middleware, each in a subclass that runs on the event loop under ASGI rather than in
@@ -398,6 +399,41 @@ PARLEY_SELECTION_POLL_SECONDS = env.float("PARLEY_SELECTION_POLL_SECONDS", defau
 PARLEY_REMIND_AFTER = env.float("PARLEY_REMIND_AFTER", default=0.5)
 PARLEY_ESCALATE_AFTER = env.float("PARLEY_ESCALATE_AFTER", default=0.8)
 PARLEY_ESCALATE_QUESTIONS = env.bool("PARLEY_ESCALATE_QUESTIONS", default=False)
+# Reaching people outside Parley (the reach app). Links in emails and Slack messages are built
+# on PARLEY_PUBLIC_URL, the address people open Parley at (`make run` sets its own).
+PARLEY_PUBLIC_URL = env.str("PARLEY_PUBLIC_URL", default="http://127.0.0.1:8000").rstrip("/")
+# Email: off unless PARLEY_EMAIL_URL names an SMTP server (smtp://user:password@host:port,
+# smtp+tls:// for STARTTLS, smtps:// for TLS), sent from PARLEY_EMAIL_FROM.
+PARLEY_EMAIL_URL = env.str("PARLEY_EMAIL_URL", default="")
+if PARLEY_EMAIL_URL:
+    _email = env.email_url_config(PARLEY_EMAIL_URL)
+    EMAIL_BACKEND = _email["EMAIL_BACKEND"]
+    EMAIL_HOST, EMAIL_PORT = _email["EMAIL_HOST"], _email["EMAIL_PORT"]
+    EMAIL_HOST_USER = _email["EMAIL_HOST_USER"] or ""
+    EMAIL_HOST_PASSWORD = _email["EMAIL_HOST_PASSWORD"] or ""
+    EMAIL_USE_TLS = _email.get("EMAIL_USE_TLS", False)
+    EMAIL_USE_SSL = _email.get("EMAIL_USE_SSL", False)
+EMAIL_TIMEOUT = env.float("PARLEY_EMAIL_TIMEOUT_SECONDS", default=10.0)
+DEFAULT_FROM_EMAIL = env.str("PARLEY_EMAIL_FROM", default="Parley <parley@localhost>")
+# Slack: off unless a Slack app's bot token and signing secret are given; the Web API's address
+# may be changed (the tests point it at a local server speaking its protocol).
+PARLEY_SLACK_BOT_TOKEN = env.str("PARLEY_SLACK_BOT_TOKEN", default="")
+PARLEY_SLACK_SIGNING_SECRET = env.str("PARLEY_SLACK_SIGNING_SECRET", default="")
+PARLEY_SLACK_API_URL = env.str("PARLEY_SLACK_API_URL", default="https://slack.com/api/")
+# The outbox: a delivery that fails is tried again after PARLEY_DELIVERY_BACKOFF_SECONDS, doubled
+# each time (at most an hour), PARLEY_DELIVERY_ATTEMPTS times in all before it is failed for
+# good; a process holds what it sends for PARLEY_DELIVERY_CLAIM_SECONDS (one that dies lets it
+# go then). A webhook endpoint whose deliveries failed for good this many times in a row is
+# disabled.
+PARLEY_DELIVERY_ATTEMPTS = env.int("PARLEY_DELIVERY_ATTEMPTS", default=8)
+PARLEY_DELIVERY_BACKOFF_SECONDS = env.float("PARLEY_DELIVERY_BACKOFF_SECONDS", default=10.0)
+PARLEY_DELIVERY_CLAIM_SECONDS = env.float("PARLEY_DELIVERY_CLAIM_SECONDS", default=60.0)
+# How often each process looks for deliveries due that nobody nudged it about (others' retries,
+# quiet hours ending, a process that died mid-send).
+PARLEY_DELIVERY_POLL_SECONDS = env.float("PARLEY_DELIVERY_POLL_SECONDS", default=2.0)
+PARLEY_WEBHOOK_DISABLE_AFTER = env.int("PARLEY_WEBHOOK_DISABLE_AFTER", default=5)
+# An answer link still shows its question's outcome this long after the question's expiry.
+PARLEY_ANSWER_LINK_DAYS = env.float("PARLEY_ANSWER_LINK_DAYS", default=7.0)
 # /metrics, and what /readyz found (to others it says only ready or not), are the operator's:
 # served with the scrape token (Authorization: Bearer <PARLEY_METRICS_TOKEN>; a wrong one counts
 # toward the login locks of its address), or to a request straight from one of these addresses

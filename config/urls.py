@@ -8,13 +8,14 @@ from django.urls import include, path
 from conversations import pages
 from core import health
 from core.api import DocsView, SchemaView
-from selection.pages import waiting_page
+from selection.pages import answer_link_page, waiting_page
 
 urlpatterns = [
     path("", pages.home, name="home"),
     path("conversations/new/", pages.conversation_new, name="conversation-new"),
     path("conversations/<str:conversation_id>/", pages.conversation_page, name="conversation"),
     path("waiting/", waiting_page, name="waiting"),
+    path("answer/<str:selection_id>/", answer_link_page, name="answer-link"),
     path("login/", auth_views.LoginView.as_view(), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("admin/", admin.site.urls),

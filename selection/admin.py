@@ -22,7 +22,7 @@ from conversations.admin import live_page_link
 from core.errors import ApplicationError
 
 from . import services
-from .models import Selection
+from .models import Selection, Via
 
 # Messages and pages ------------------------------------------------------------------------
 
@@ -344,6 +344,7 @@ class SelectionAdmin(admin.ModelAdmin):
                         user=request.user,
                         answer=form.answer() if answering else None,
                         action=None if answering else action,
+                        via=Via.ADMIN,
                     )
                 except ApplicationError as error:
                     refusal = error.message
@@ -422,7 +423,7 @@ class SelectionAdmin(admin.ModelAdmin):
     def dismiss_selected(self, request, queryset):
         def dismiss(selection):
             return services.selection_reply(
-                selection=selection, user=request.user, action="dismiss"
+                selection=selection, user=request.user, action="dismiss", via=Via.ADMIN
             )
 
         self._settle_each(request, queryset, dismiss, "dismissed")

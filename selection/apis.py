@@ -2,6 +2,7 @@
 
 from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_serializer
 from rest_framework import serializers
+from rest_framework.authtoken.models import Token
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
@@ -13,7 +14,8 @@ from core.errors import ApplicationError, not_found
 
 from . import selectors, services
 from .access import selection_access
-from .models import Selection
+from .links import AnswerLink, link_scoped
+from .models import Selection, Via
 
 # What answering or browsing a question may meet: bad input, not yours, unknown, settled, expired.
 ERRORS = error_responses(400, 403, 404, 409, 410)
@@ -51,6 +53,9 @@ class SelectionSerializer(serializers.Serializer):
     answer = serializers.JSONField(allow_null=True)
     answered_by = serializers.DictField(allow_null=True)
     answered_at = serializers.CharField(allow_null=True)
+    answered_via = serializers.ChoiceField(
+        choices=Via.choices, allow_null=True, help_text="Where the answer was given"
+    )
     created_at = serializers.CharField()
     expires_at = serializers.CharField()
     reminded_at = serializers.CharField(allow_null=True)
@@ -127,6 +132,7 @@ class WaitingApi(APIView):
         return Response(self.OutputSerializer(body).data)
 
 
+@link_scoped
 class SelectionDetailApi(APIView):
     @extend_schema(responses={200: SelectionSerializer, **error_responses(403, 404)})
     def get(self, request, selection_id):
@@ -134,6 +140,15 @@ class SelectionDetailApi(APIView):
         return Response(SelectionSerializer(selection).data)
 
 
+def _via(request) -> str:
+    """Where an answer through the API came from: an answer link's page, Parley's own page (a
+    signed-in browser), or a client with a token."""
+    if isinstance(request.auth, AnswerLink):
+        return Via.LINK
+    return Via.API if isinstance(request.auth, Token) else Via.PAGE
+
+
+@link_scoped
 class SelectionReplyApi(PooledApiView):
     @extend_schema_serializer(component_name="SelectionReply")
     class InputSerializer(serializers.Serializer):
@@ -164,10 +179,12 @@ class SelectionReplyApi(PooledApiView):
             user=request.user,
             answer=payload.validated_data.get("answer"),
             action=payload.validated_data.get("action"),
+            via=_via(request),
         )
         return Response(SelectionSerializer(selection).data)
 
 
+@link_scoped
 class SelectionBrowseApi(APIView):
     @extend_schema_serializer(component_name="FolderListing")
     class OutputSerializer(serializers.Serializer):

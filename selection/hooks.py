@@ -9,6 +9,7 @@ from core.errors import not_found
 
 from . import selectors, services
 from .access import selection_access
+from .models import Via
 
 
 class TurnQuestions:
@@ -41,6 +42,6 @@ class TurnQuestions:
         if selection.conversation_id != conversation_id:
             raise not_found("Selection")
         selection = services.selection_reply(
-            selection=selection, user=user, answer=answer, action=action
+            selection=selection, user=user, answer=answer, action=action, via=Via.SOCKET
         )
         return {"selection": selection.pk, "status": selection.status}

@@ -9,6 +9,17 @@ from conversations.questions import KINDS, MODES, new_selection_id
 from core.people import person
 
 
+class Via(models.TextChoices):
+    """Where an answer was given, as people are told it ("answered by Bob in Slack")."""
+
+    PAGE = "page", "in Parley"
+    API = "api", "through the API"
+    SOCKET = "socket", "over a socket"
+    ADMIN = "admin", "in the admin"
+    LINK = "link", "from an answer link"
+    SLACK = "slack", "in Slack"
+
+
 class Selection(models.Model):
     # The question kinds and a path question's modes, as conversations.questions defines them.
     Kind = models.TextChoices(
@@ -56,6 +67,8 @@ class Selection(models.Model):
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
     answered_at = models.DateTimeField(null=True, blank=True)
+    # Where the answer came from (see Via); empty for what nobody gave (expiry, cancelling).
+    answered_via = models.CharField(max_length=10, choices=Via.choices, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     expires_at = models.DateTimeField()
     # When process upkeep reminds the people who may answer it (its addressee, else the
@@ -119,6 +132,7 @@ class Selection(models.Model):
             "answer": self.answer,
             "answered_by": person(self.answered_by),
             "answered_at": format_ts(self.answered_at) if self.answered_at else None,
+            "answered_via": self.answered_via or None,
             "created_at": format_ts(self.created_at),
             "expires_at": format_ts(self.expires_at),
             "reminded_at": format_ts(self.reminded_at) if self.reminded_at else None,
@@ -140,4 +154,5 @@ class Selection(models.Model):
             "status": self.status,
             "answer": self.answer,
             "answered_by": person(self.answered_by),
+            "answered_via": self.answered_via or None,
         }

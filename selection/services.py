@@ -25,7 +25,8 @@ from core.errors import ApplicationError
 from core.people import person
 from core.throttles import rate_check
 
-from .models import Selection
+from . import announcing
+from .models import Selection, Via
 from .validation import clean_answer
 
 ACTIONS = {"dismiss": Selection.Status.DISMISSED, "decline": Selection.Status.DECLINED}
@@ -96,7 +97,10 @@ def _share_of(start, seconds: float, share: float):
 
 
 def _tell_people(selection: Selection, kind: str, *, workspace_id: int, to=()) -> None:
-    """Let the people of its workspace know, on their own sockets (see selection.consumers)."""
+    """Let the people of its workspace know, on their own sockets (see selection.consumers),
+    and wherever else they asked to hear of it (see selection.announcing): inside the
+    transaction that writes its event."""
+    announcing.announce(selection=selection, cause=kind, to=to)
     people_notify(
         workspace_id=workspace_id,
         notice={
@@ -123,6 +127,7 @@ def resolved_error(selection: Selection) -> ApplicationError:
             "status": selection.status,
             "answer": selection.answer,
             "answered_by": person(selection.answered_by),
+            "answered_via": selection.answered_via or None,
         },
     )
 
@@ -138,9 +143,10 @@ def selection_require_open(*, selection: Selection) -> None:
 
 
 def selection_reply(
-    *, selection: Selection, user, answer=None, action: str | None = None
+    *, selection: Selection, user, answer=None, action: str | None = None, via: str = Via.API
 ) -> Selection:
-    """Answer (or dismiss, or decline) a pending question for ``user``.
+    """Answer (or dismiss, or decline) a pending question for ``user``, given ``via`` (where:
+    see Via).
 
     The caller has checked that ``user`` may answer it. Raises ApplicationError: 400
     ``invalid_answer`` (the question stays pending), 409 ``already_resolved`` with the winner's
@@ -154,7 +160,7 @@ def selection_reply(
         status = Selection.Status.ANSWERED
     else:
         value, status = None, ACTIONS[action]
-    if not _resolve(selection, status, answer=value, user=user, before_expiry=True):
+    if not _resolve(selection, status, answer=value, user=user, via=via, before_expiry=True):
         if selection.is_pending:  # its time ran out while the answer was being checked
             selection_expire(selection=selection)
             selection.refresh_from_db()
@@ -162,7 +168,9 @@ def selection_reply(
     return selection
 
 
-def _resolve(selection: Selection, status: str, *, answer=None, user=None, before_expiry=False):
+def _resolve(
+    selection: Selection, status: str, *, answer=None, user=None, via="", before_expiry=False
+):
     """Settle a pending question: compare-and-set from ``pending``, its ``selection.resolved``
     event and the turn's return to running, in one transaction; then wake the turn.
 
@@ -179,11 +187,14 @@ def _resolve(selection: Selection, status: str, *, answer=None, user=None, befor
         pending = Selection.objects.filter(pk=selection.pk, status=Selection.Status.PENDING)
         if before_expiry:
             pending = pending.filter(expires_at__gt=now)
-        if not pending.update(status=status, answer=answer, answered_by=user, answered_at=now):
+        if not pending.update(
+            status=status, answer=answer, answered_by=user, answered_at=now, answered_via=via
+        ):
             selection.refresh_from_db()
             return False
         selection.status, selection.answer = status, answer
         selection.answered_by, selection.answered_at = user, now
+        selection.answered_via = via
         (frame,) = append_events(
             conversation_id=selection.conversation_id,
             turn_id=selection.turn_id,
@@ -297,7 +308,7 @@ def _announce(selection: Selection, done_field: str, event_type: str, kind: str,
 def selection_cancel(*, selection: Selection, user=None) -> bool:
     """Cancel a pending question without stopping its turn (its agent is told, and goes on).
     False if it was already settled."""
-    return _resolve(selection, Selection.Status.CANCELLED, user=user)
+    return _resolve(selection, Selection.Status.CANCELLED, user=user, via=Via.ADMIN if user else "")
 
 
 def selections_close_for_turn(*, turn: Turn) -> list[Frame]:
@@ -326,4 +337,5 @@ def selections_close_for_turn(*, turn: Turn) -> list[Frame]:
     for selection, frame in zip(owed, frames, strict=True):
         selection.resolved_seq = frame.seq
         selection.save(update_fields=["resolved_seq"])
+        announcing.announce(selection=selection, cause="settled")
     return frames

@@ -58,7 +58,10 @@ class People:
 
 def _person(username: str) -> Person:
     user = get_user_model().objects.create_user(
-        username=username, password=f"{username}-pw", first_name=username.title()
+        username=username,
+        password=f"{username}-pw",
+        first_name=username.title(),
+        email=f"{username}@example.com",
     )
     return Person(user=user, token=Token.objects.create(user=user).key)
 
@@ -124,6 +127,8 @@ class LiveServer:
             "DJANGO_SETTINGS_MODULE": "tests.settings",
             "DATABASE_URL": _server_database_url(),
             "PYTHONUNBUFFERED": "1",
+            # Links in what it sends lead to it, as `make run` makes them.
+            "PARLEY_PUBLIC_URL": self.url,
             **(extra_env or {}),
         }
         # The browser tests lift Django's async-safety check in this process, never the server's.

@@ -2,10 +2,14 @@
 
 let csrfToken = "";
 let loginUrl = "/login/";
+let extraHeaders = {};
 
-export function configureApi({ csrf, login }) {
+// `login`: where a 401 sends the person (null: nowhere, the page shows the refusal); `headers`:
+// sent with every call (an answer link's page sends its link).
+export function configureApi({ csrf, login, headers = {} }) {
   csrfToken = csrf;
-  loginUrl = login || loginUrl;
+  loginUrl = login === null ? null : login || loginUrl;
+  extraHeaders = headers;
 }
 
 // An API refusal: `code` and `message` from the body (`{"error": {...}}`), anything else the
@@ -28,7 +32,7 @@ function currentCsrfToken() {
 }
 
 export async function api(path, { method = "GET", body } = {}) {
-  const headers = { Accept: "application/json" };
+  const headers = { Accept: "application/json", ...extraHeaders };
   if (body !== undefined) headers["Content-Type"] = "application/json";
   if (method !== "GET") headers["X-CSRFToken"] = currentCsrfToken();
   let response;
@@ -45,7 +49,7 @@ export async function api(path, { method = "GET", body } = {}) {
     });
   }
   const data = await response.json().catch(() => null);
-  if (response.status === 401) {
+  if (response.status === 401 && loginUrl) {
     // The session ended (logged out elsewhere, or expired): log in again and come back.
     window.location.assign(loginUrl);
   }

@@ -13,6 +13,9 @@ const OUTCOME_WORDS = {
   cancelled: "Cancelled",
 };
 
+// Where an answer was given, when that was outside Parley (a question's answered_via).
+const VIA_WORDS = { link: "from an answer link", slack: "in Slack" };
+
 const KIND_WORDS = {
   path: { file: "Pick a file", folder: "Pick a folder", any: "Pick a file or folder" },
   choice: "Choose",
@@ -196,7 +199,7 @@ export class QuestionCard {
     if (selection.status !== "pending") this.resolve(selection);
   }
 
-  resolve({ status, answer, answered_by: by }) {
+  resolve({ status, answer, answered_by: by, answered_via: via }) {
     if (this.status !== "pending" || !status || status === "pending") return;
     this.status = status;
     this.element.dataset.status = status;
@@ -208,6 +211,7 @@ export class QuestionCard {
     this.error.hidden = true;
     let text = OUTCOME_WORDS[status] || status;
     if (by) text += ` by ${personName(by)}`;
+    if (by && VIA_WORDS[via]) text += ` ${VIA_WORDS[via]}`;
     if (status === "answered") text += `: ${describeAnswer(this.selection, answer)}`;
     if (status === "expired") text += ": nobody answered in time";
     this.outcome.textContent = text;

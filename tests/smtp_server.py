@@ -1,0 +1,92 @@
+"""A real SMTP server for the tests (aiosmtpd on 127.0.0.1, a free port): it keeps every message
+it accepts, and can hold a message before accepting it (a test then stops the sender mid-send).
+
+A held message is accepted only if its sender is still there when it is let go: a client that
+died before the server's reply had not handed the message over (RFC 5321: a message is the
+server's once it has said 250), so it is refused, as a real server would lose it."""
+
+import asyncio
+import email
+import email.policy
+import logging
+import socket
+import threading
+import time
+
+from aiosmtpd.controller import Controller
+
+CEILING = 30.0
+# aiosmtpd tells every command at INFO: the tests read what arrived instead.
+logging.getLogger("mail.log").setLevel(logging.WARNING)
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+class Mailbox:
+    """Messages received, in order; ``hold_to``: an address whose first message is held."""
+
+    def __init__(self):
+        self.messages: list[email.message.EmailMessage] = []
+        self.refused: list[str] = []
+        self.hold_to: str | None = None
+        self.holding = threading.Event()
+        self.release = threading.Event()
+        self._changed = threading.Condition()
+        self.controller = None
+
+    # aiosmtpd's handler hook.
+    async def handle_DATA(self, server, session, envelope):
+        if self.hold_to and self.hold_to in envelope.rcpt_tos:
+            self.hold_to = None
+            self.holding.set()
+            while not self.release.is_set():
+                await asyncio.sleep(0.05)
+            if session.transport is None or session.transport.is_closing():
+                self.refused.append(envelope.rcpt_tos[0])
+                return "451 The client went away before the message was accepted"
+        message = email.message_from_bytes(envelope.content, policy=email.policy.default)
+        with self._changed:
+            self.messages.append(message)
+            self._changed.notify_all()
+        return "250 Message accepted"
+
+    def start(self) -> "Mailbox":
+        for _ in range(5):
+            port = _free_port()
+            self.controller = Controller(self, hostname="127.0.0.1", port=port)
+            try:
+                self.controller.start()
+                return self
+            except OSError:
+                continue
+        raise RuntimeError("no free port for the SMTP server")
+
+    @property
+    def url(self) -> str:
+        return f"smtp://127.0.0.1:{self.controller.port}"
+
+    def stop(self) -> None:
+        self.release.set()
+        if self.controller is not None:
+            self.controller.stop()
+
+    def wait_for(self, count: int, timeout: float = CEILING) -> list:
+        """The first ``count`` messages, once they have arrived."""
+        deadline = time.monotonic() + timeout
+        with self._changed:
+            while len(self.messages) < count:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    raise AssertionError(
+                        f"{len(self.messages)} messages arrived, {count} awaited: "
+                        f"{[m['To'] for m in self.messages]}"
+                    )
+                self._changed.wait(remaining)
+            return list(self.messages[:count])
+
+    def to(self, address: str) -> list:
+        return [m for m in self.messages if address in m["To"]]
