@@ -76,6 +76,11 @@ def test_the_same_answer_from_rest_the_socket_and_the_admin_gives_the_same_event
                 assert message_after(admin, done) == "Question “Well?” answered: q3-summary.md."
             wait_for_turn_end(client, cid)
             histories[how] = normalized(all_events(client, cid))
+    # The same events, but for where each answer was given.
+    vias = {}
+    for how, history in histories.items():
+        vias[how] = dict(history)["selection.resolved"].pop("answered_via")
+    assert vias == {"rest": "api", "socket": "socket", "admin": "admin"}
     assert histories["rest"] == histories["socket"] == histories["admin"]
     resolved = dict(histories["rest"])["selection.resolved"]
     assert resolved["answer"] == "q3-summary.md" and resolved["answered_by"]["username"] == "alice"
