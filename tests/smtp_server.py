@@ -33,6 +33,8 @@ class Mailbox:
         self.messages: list[email.message.EmailMessage] = []
         self.refused: list[str] = []
         self.hold_to: str | None = None
+        # An address whose messages are refused for now (451: try again later).
+        self.refuse_to: str | None = None
         self.holding = threading.Event()
         self.release = threading.Event()
         self._changed = threading.Condition()
@@ -40,12 +42,19 @@ class Mailbox:
 
     # aiosmtpd's handler hook.
     async def handle_DATA(self, server, session, envelope):
+        if self.refuse_to and self.refuse_to in envelope.rcpt_tos:
+            return "451 Mailbox busy, try again later"
         if self.hold_to and self.hold_to in envelope.rcpt_tos:
             self.hold_to = None
             self.holding.set()
-            while not self.release.is_set():
-                await asyncio.sleep(0.05)
-            if session.transport is None or session.transport.is_closing():
+            try:
+                while not self.release.is_set():
+                    await asyncio.sleep(0.05)
+            except asyncio.CancelledError:
+                # aiosmtpd cancels the handler when its client goes away: never accepted.
+                self.refused.append(envelope.rcpt_tos[0])
+                raise
+            if server.transport is None or server.transport.is_closing():
                 self.refused.append(envelope.rcpt_tos[0])
                 return "451 The client went away before the message was accepted"
         message = email.message_from_bytes(envelope.content, policy=email.policy.default)

@@ -46,6 +46,7 @@ def test_each_kind_refuses_a_bad_answer_then_resumes_with_a_good_one(
         "status": "answered",
         "answer": value,
         "answered_by": {"id": people.bob.user.pk, "username": "bob", "name": "Bob"},
+        "answered_via": "api",
     }
 
 
@@ -89,6 +90,7 @@ def test_replies_to_unknown_resolved_and_expired_questions(server, people):
             "status": "answered",
             "answer": "one",
             "answered_by": {"id": people.bob.user.pk, "username": "bob", "name": "Bob"},
+            "answered_via": "api",
         }
         second = wait_pending(client, cid)
         time.sleep(0.7)
