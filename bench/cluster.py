@@ -48,9 +48,10 @@ SOCKETS_PER_PROCESS = 20
 
 
 @contextmanager
-def two_processes():
+def two_processes(extra: dict | None = None):
     """PostgreSQL, Redis, Parley's A and B and the bare app, started in a scratch folder; all
-    stopped and the folder removed on the way out, however it is left."""
+    stopped and the folder removed on the way out, however it is left. ``extra``: more of
+    Parley's environment."""
     python = sys.executable
     with ExitStack() as stack:
         scratch = scratch_folder("parley-bench-cluster-")
@@ -68,6 +69,7 @@ def two_processes():
                 "DATABASE_URL": postgres.url("parley"),
                 "REDIS_URL": redis.url,
                 "PARLEY_SHUTDOWN_GRACE_SECONDS": "0",
+                **(extra or {}),
             },
         )
         servers = {}
@@ -85,7 +87,7 @@ def two_processes():
             scratch / "bare.log",
         )
         stack.callback(bare.stop)
-        yield servers["a"], servers["b"], bare, token, guest
+        yield servers["a"], servers["b"], bare, token, guest, env
 
 
 def _make_guest(env: dict) -> dict:
@@ -247,7 +249,7 @@ async def run(quick: bool, rounds: int) -> dict:
     samples = 15 if quick else 40
     events = 2_000 if quick else 10_000
     per_process = SOCKETS_PER_PROCESS
-    with two_processes() as (server_a, server_b, bare_server, token, guest):
+    with two_processes() as (server_a, server_b, bare_server, token, guest, _):
         a, b = Parley(server_a, token), Parley(server_b, token)
         bare = httpx.AsyncClient(
             base_url=f"http://127.0.0.1:{bare_server.port}", headers=a.headers, timeout=120

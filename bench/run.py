@@ -99,6 +99,14 @@ def durable_stage():
     return durable
 
 
+def reach_stage():
+    """bench/reach.py, questions emailed (imported as cluster_stage is)."""
+    cluster_stage()
+    from bench import reach
+
+    return reach
+
+
 class Daphne:
     """A Daphne process on a loopback socket bound here (the same way the tests start one)."""
 
@@ -696,6 +704,9 @@ async def main(quick: bool) -> dict:
     print("Across two processes: PostgreSQL, Redis, Parley A and B …", flush=True)
     async with asyncio.timeout(1200):
         results["cluster"] = await cluster_stage().run(quick, rounds)
+    print("Questions reaching people: two processes, an SMTP server …", flush=True)
+    async with asyncio.timeout(1200):
+        results["reach"] = await reach_stage().run(quick)
     commits = json.loads(commit_log.read_text())
     delays = {sockets: commit_delays(commits, cid, arrivals) for sockets, cid, arrivals in paced}
     results["ceiling"] = {
@@ -830,6 +841,8 @@ def report(results: dict) -> str:
         lines += ["", *limits_stage().report(results["limits"])]
     if "cluster" in results:
         lines += ["", *cluster_stage().report(results["cluster"])]
+    if "reach" in results:
+        lines += ["", *reach_stage().report(results["reach"])]
     return "\n".join(lines)
 
 

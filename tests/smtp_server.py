@@ -31,6 +31,8 @@ class Mailbox:
 
     def __init__(self):
         self.messages: list[email.message.EmailMessage] = []
+        self.arrivals: list[float] = []  # time.time() of each message's acceptance
+        self.raw: list[bytes] = []  # each message as it came
         self.refused: list[str] = []
         self.hold_to: str | None = None
         # An address whose messages are refused for now (451: try again later).
@@ -48,7 +50,8 @@ class Mailbox:
             self.hold_to = None
             self.holding.set()
             try:
-                while not self.release.is_set():
+                # The release comes from the test's thread (a threading.Event): looked at often.
+                while not self.release.is_set():  # noqa: ASYNC110
                     await asyncio.sleep(0.05)
             except asyncio.CancelledError:
                 # aiosmtpd cancels the handler when its client goes away: never accepted.
@@ -60,6 +63,8 @@ class Mailbox:
         message = email.message_from_bytes(envelope.content, policy=email.policy.default)
         with self._changed:
             self.messages.append(message)
+            self.arrivals.append(time.time())
+            self.raw.append(envelope.original_content or envelope.content)
             self._changed.notify_all()
         return "250 Message accepted"
 
