@@ -1,6 +1,6 @@
 """Dependencies point one way: no import cycle between files, and the apps' rules.
 
-Every module of config/, core/, conversations/, selection/ and external/ is parsed (not
+Every module of config/, core/, conversations/, selection/, reach/ and external/ is parsed (not
 imported), and every import in it counts, at any depth: at the top, inside a function, under
 ``TYPE_CHECKING``. An import of ``a.b.c`` also runs ``a/__init__`` and ``a/b/__init__``, so it
 depends on them too (but for a module inside ``a.b``, which ``a/b/__init__`` may gather).
@@ -11,7 +11,7 @@ import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-PACKAGES = ("config", "core", "conversations", "selection", "external")
+PACKAGES = ("config", "core", "conversations", "selection", "reach", "external")
 
 
 def _module_name(path: Path) -> str:
@@ -147,7 +147,7 @@ def _edges(graph, source_prefix: str, target_prefix: str) -> list[str]:
 def test_core_imports_no_app():
     # The platform names no conversation, question or turn: it serves the apps, never the reverse.
     graph = import_graph()
-    for app in ("config", "conversations", "selection", "external"):
+    for app in ("config", "conversations", "selection", "reach", "external"):
         assert _edges(graph, "core", app) == []
 
 
@@ -160,12 +160,21 @@ def test_only_the_asgi_entry_point_imports_the_external_app():
     # Outside agents sit on top: nothing below them knows they exist (their agent is loaded by
     # name, from settings).
     graph = import_graph()
-    for below in ("conversations", "selection"):
+    for below in ("conversations", "selection", "reach"):
         assert _edges(graph, below, "external") == []
     assert _edges(graph, "config", "external") == [
         "config.asgi -> external",
         "config.asgi -> external.server",
     ]
+
+
+def test_nothing_below_the_reach_app_imports_it():
+    # Questions reach people through selection.announcing, which the reach app fills: the apps
+    # below never know it exists, and outside agents never send anything themselves.
+    graph = import_graph()
+    for below in ("conversations", "selection", "external"):
+        assert _edges(graph, below, "reach") == []
+    assert _edges(graph, "config", "reach") == []
 
 
 def test_neither_app_imports_the_others_apis():
