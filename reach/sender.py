@@ -32,6 +32,8 @@ logger = logging.getLogger(__name__)
 BATCH = 50
 # The longest wait between two tries of a delivery.
 MAX_BACKOFF_SECONDS = 3600.0
+# At SIGTERM, the longest wait for the sends under way (longer than any channel's timeout).
+STOP_SECONDS = 30.0
 
 
 def claim_due(*, process: str, limit: int = BATCH) -> list[str]:
@@ -171,14 +173,25 @@ class Sender:
     def __init__(self):
         self._task: asyncio.Task | None = None
         self._wake: asyncio.Event | None = None
+        self._stopping = False
         self._pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="parley-send")
 
     def start(self) -> None:
         self._wake = asyncio.Event()
+        self._stopping = False
         self._task = asyncio.get_running_loop().create_task(self._run(), name="parley-sender")
 
     async def stop(self) -> None:
-        if self._task is not None:
+        """At SIGTERM: claim nothing more, and let what is being sent finish and be recorded
+        (each send is bounded by its channel's timeout), so that a deploy sends nothing twice;
+        what is left is claimed by another process once its claim lapses."""
+        if self._task is None:
+            return
+        self._stopping = True
+        self._wake.set()
+        try:
+            await asyncio.wait_for(asyncio.shield(self._task), STOP_SECONDS)
+        except TimeoutError:
             self._task.cancel()
 
     def nudge(self) -> None:
@@ -189,7 +202,7 @@ class Sender:
 
     async def _run(self) -> None:
         poll = settings.PARLEY_DELIVERY_POLL_SECONDS
-        while True:
+        while not self._stopping:
             self._wake.clear()
             claimed = []
             try:
@@ -206,8 +219,8 @@ class Sender:
                     logger.warning("Sending deliveries failed (%s); trying again", exc)
                 else:
                     logger.exception("Sending deliveries failed; trying again")
-            if len(claimed) == BATCH:
-                continue  # more are due
+            if len(claimed) == BATCH or self._stopping:
+                continue  # more are due, or time to stop
             try:
                 await asyncio.wait_for(self._wake.wait(), poll)
             except TimeoutError:

@@ -5,6 +5,7 @@ never sent to a person who lost access meanwhile, and counted in /metrics. Remin
 escalations mail the people they name."""
 
 import re
+import signal
 
 import pytest
 from django.db import transaction
@@ -175,3 +176,24 @@ def test_deliveries_are_counted_in_metrics(make_server, people, mailbox):
     assert scraped[("parley_delivery_attempts_total", (("channel", "email"), ("ok", "true")))] == 1
     assert scraped[("parley_outbox_deliveries", (("channel", "email"), ("status", "sent")))] == 1
     assert scraped[("parley_outbox_deliveries", (("channel", "email"), ("status", "pending")))] == 0
+
+
+def test_a_process_stopped_mid_send_finishes_it_and_it_is_never_sent_again(
+    make_server, people, mailbox
+):
+    _everyone_hears_everything(people)
+    server = make_server(PARLEY_EMAIL_URL=mailbox.url, PARLEY_DELIVERY_CLAIM_SECONDS="2")
+    alice = server.client(people.alice)
+    cid = create_conversation(alice)
+    mailbox.hold_to = "bob@example.com"
+    start(alice, cid, [ask(kind="confirm", prompt="Ship it?")])
+    wait_pending(alice, cid)
+    assert mailbox.holding.wait(30)
+    # A deploy stops the process while Bob's email is on its way: it waits for that send.
+    server.process.send_signal(signal.SIGTERM)
+    mailbox.release.set()
+    assert server.process.wait(timeout=60) == 0
+    (bob_delivery,) = Delivery.objects.filter(address="bob@example.com")
+    assert (bob_delivery.status, bob_delivery.attempts) == ("sent", 1)
+    assert sorted(m["To"] for m in mailbox.messages) == ["alice@example.com", "bob@example.com"]
+    assert not mailbox.refused
