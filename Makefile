@@ -26,7 +26,8 @@ run: $(VENV)/.installed
 	$(BIN)/python manage.py collectstatic --noinput --verbosity 0
 	$(BIN)/python manage.py seed_demo
 	@echo "Parley is at http://127.0.0.1:$(PORT)/  (API docs: /api/docs/, admin: /admin/)"
-	$(BIN)/daphne -b 127.0.0.1 -p $(PORT) config.asgi:application
+	PARLEY_PUBLIC_URL=$${PARLEY_PUBLIC_URL:-http://127.0.0.1:$(PORT)} \
+	  $(BIN)/daphne -b 127.0.0.1 -p $(PORT) config.asgi:application
 
 chromium:
 	@command -v chromium >/dev/null 2>&1 || { \

@@ -85,7 +85,8 @@ class Delivery(models.Model):
     recipient = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
-    # Where: an email address, a Slack user or channel id, a webhook endpoint's id.
+    # Where: an email address (for email and a Slack direct message), "#<Slack channel id>", a
+    # webhook endpoint's id; for a Slack update, the id of the delivery whose message it updates.
     address = models.CharField(max_length=320)
     endpoint = models.ForeignKey(
         WebhookEndpoint,

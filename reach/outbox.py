@@ -97,7 +97,8 @@ def plan(*, selection: Selection, cause: str, to: list) -> list[Delivery]:
         for message in Delivery.objects.filter(
             selection=selection, channel=Channel.SLACK, updates__isnull=True
         ).exclude(status__in=(Delivery.Status.FAILED, Delivery.Status.SKIPPED)):
-            add(Channel.SLACK, message.address, updates=message)
+            # (Addressed by the message it updates: one person may have had several.)
+            add(Channel.SLACK, message.pk, updates=message)
     else:
         channels = person_channels()
         if channels:
