@@ -228,7 +228,19 @@ class Sender:
 
     async def _deliver(self, delivery_id: str) -> None:
         process = process_id()
-        prepared = await run_db(prepare, delivery_id=delivery_id, process=process)
+        try:
+            prepared = await run_db(prepare, delivery_id=delivery_id, process=process)
+        except Exception as exc:
+            if is_transient(exc):
+                raise  # the database is away: the claim lapses, and it is tried again then
+            # A fault of Parley's own with this one delivery: a failed attempt like any other,
+            # so that it backs off and fails for good rather than coming back every claim.
+            logger.exception("Preparing delivery %s failed", delivery_id)
+            failure = Result(
+                ok=False, response=f"Parley could not prepare it ({type(exc).__name__})"
+            )
+            await run_db(record, delivery_id=delivery_id, process=process, result=failure)
+            return
         if prepared is None:
             return
         delivery, outgoing = prepared
