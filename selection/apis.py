@@ -1,21 +1,26 @@
 """The REST API for questions agents ask: list, read, answer, and browse a path's folder."""
 
+from django.utils.text import Truncator
 from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_serializer
 from rest_framework import serializers
 from rest_framework.authtoken.models import Token
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from conversations.access import conversation_access
+from conversations.access import conversation_access, membership_of
 from conversations.files import UnsafePath, Within, list_folder
 from conversations.questions import FIELDS, KINDS, MAX_OPTIONS, OPTION, PROMPT
 from core.api import PooledApiView, error_responses, field_for
 from core.errors import ApplicationError, not_found
+from core.people import person
 
 from . import selectors, services
 from .access import selection_access
 from .links import AnswerLink, link_scoped
 from .models import Selection, Via
+
+# How much of the input that led to a question its answer link's page quotes.
+LINK_INPUT_CHARS = 500
 
 # What answering or browsing a question may meet: bad input, not yours, unknown, settled, expired.
 ERRORS = error_responses(400, 403, 404, 409, 410)
@@ -138,6 +143,40 @@ class SelectionDetailApi(APIView):
     def get(self, request, selection_id):
         selection = selection_access(user=request.user, selection_id=selection_id)
         return Response(SelectionSerializer(selection).data)
+
+
+@link_scoped
+class SelectionLinkApi(APIView):
+    @extend_schema_serializer(component_name="AnswerLinkPage")
+    class OutputSerializer(serializers.Serializer):
+        selection = SelectionSerializer()
+        conversation = serializers.DictField(help_text="`id` and `title`")
+        workspace = serializers.DictField(help_text="`id` (its slug) and `name`")
+        started_by = serializers.DictField(
+            allow_null=True, help_text="Who started the turn that asks it"
+        )
+        input = serializers.CharField(help_text="What led to it: its turn's input (cut short)")
+        me = serializers.DictField(help_text="Whom the credentials are for")
+        role = serializers.CharField(help_text="Their role in its workspace")
+
+    @extend_schema(
+        responses={200: OutputSerializer, **error_responses(403, 404, 410)},
+        summary="A question with where it was asked: what an answer link's page shows",
+    )
+    def get(self, request, selection_id):
+        selection = selection_access(user=request.user, selection_id=selection_id)
+        conversation = selection.conversation
+        membership = membership_of(user=request.user, workspace_id=conversation.workspace_id)
+        body = {
+            "selection": selection,
+            "conversation": {"id": conversation.pk, "title": conversation.title},
+            "workspace": {"id": conversation.workspace.slug, "name": conversation.workspace.name},
+            "started_by": person(selection.turn.started_by),
+            "input": Truncator(selection.turn.input).chars(LINK_INPUT_CHARS),
+            "me": person(request.user),
+            "role": membership.role,
+        }
+        return Response(self.OutputSerializer(body).data)
 
 
 def _via(request) -> str:

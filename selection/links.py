@@ -5,8 +5,9 @@ API does, with ``X-Parley-Link``), never for anything else, and the access rule 
 any other way in. It shows the question's outcome for ``PARLEY_ANSWER_LINK_DAYS`` after the
 question's expiry, and then nothing.
 
-The link carries its signature in its query string (``/answer/<id>/?k=…``), which neither
-Django's request log nor Daphne's access log writes down."""
+The link carries its signature in its fragment (``/answer/<id>/#k=…``), which a browser never
+sends: no server, proxy or access log ever sees it (Daphne's access log writes query strings).
+The page it opens is the same for everyone; its script reads the fragment and asks the API."""
 
 from dataclasses import dataclass
 from datetime import timedelta
@@ -54,7 +55,7 @@ def answer_link_url(*, selection_id: str, user) -> str:
     """The whole link, on ``PARLEY_PUBLIC_URL``."""
     path = reverse("answer-link", args=[selection_id])
     token = answer_link_token(selection_id=selection_id, user=user)
-    return f"{settings.PARLEY_PUBLIC_URL}{path}?k={token}"
+    return f"{settings.PARLEY_PUBLIC_URL}{path}#k={token}"
 
 
 def _signed(token: str) -> dict | None:

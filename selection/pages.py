@@ -8,13 +8,9 @@ from django.shortcuts import render
 from django.urls import reverse
 from django.utils.functional import SimpleLazyObject
 
-from conversations.access import membership_of
-from core.errors import ApplicationError
 from core.people import person
 
 from . import selectors
-from .access import selection_access
-from .links import LinkRefused, open_link
 
 
 @login_required
@@ -37,45 +33,12 @@ def waiting(request) -> dict:
 
 
 def answer_link_page(request, selection_id):
-    """What an answer link opens: its question with its full widget, answered as the link's
-    person with a POST (the API's, with the link), never by opening it. A settled question
-    shows who settled it and how; a refused link says why, and shows nothing of the question."""
-    token = request.GET.get("k", "")
-    try:
-        link = open_link(request, token=token, selection_id=selection_id)
-        selection = selection_access(user=link.user, selection_id=selection_id)
-    except LinkRefused as refused:
-        return _link_refused(
-            request, 403 if refused.status == 401 else refused.status, refused.message
-        )
-    except ApplicationError as error:
-        if error.status == 429:
-            return _link_refused(request, 429, error.message)
-        return _link_refused(request, 403, "You may no longer see this question.")
-    membership = membership_of(user=link.user, workspace_id=selection.conversation.workspace_id)
-    config = {
-        "selection": selection.to_payload(),
-        "me": person(link.user),
-        "role": membership.role,
-        "can_act": membership.can_act,
-        "link": token,
-        "csrf": get_token(request),
-    }
-    response = render(
-        request,
-        "answer.html",
-        {"selection": selection, "holder": person(link.user), "config": config},
-    )
-    return _private(response)
-
-
-def _link_refused(request, status: int, message: str):
-    response = render(request, "answer.html", {"refusal": message}, status=status)
-    return _private(response)
-
-
-def _private(response):
-    # The page carries its link: no cache keeps it, and no request from it names it elsewhere.
+    """What an answer link opens: a page that reads the link's signature from its fragment
+    (never sent here) and asks the API, with it, for the question with its full widget; the
+    answer is a POST (the API's), never the opening. See selection.links."""
+    config = {"selection": selection_id, "csrf": get_token(request)}
+    response = render(request, "answer.html", {"config": config})
+    # No cache keeps the page, and nothing it asks for names it elsewhere.
     response["Cache-Control"] = "no-store"
     response["Referrer-Policy"] = "no-referrer"
     return response

@@ -14,6 +14,11 @@ urlpatterns = [
         name="api-selection-reply",
     ),
     path(
+        "selections/<str:selection_id>/link/",
+        apis.SelectionLinkApi.as_view(),
+        name="api-selection-link",
+    ),
+    path(
         "selections/<str:selection_id>/browse/",
         apis.SelectionBrowseApi.as_view(),
         name="api-selection-browse",

@@ -2,7 +2,6 @@
 answer link in what arrives opens the question (answering nothing), a POST with it answers, and
 the same turn goes on. Links are for one person and one question, and refuse everyone else."""
 
-import json
 import re
 
 import httpx
@@ -15,7 +14,7 @@ from tests.smtp_server import Mailbox
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-LINK = re.compile(r"(http://127\.0\.0\.1:\d+/answer/[^/\s]+/\?k=[^\s\"<]+)")
+LINK = re.compile(r"(http://127\.0\.0\.1:\d+/answer/[^/\s]+/#k=[^\s\"<]+)")
 
 
 @pytest.fixture
@@ -38,11 +37,16 @@ def _link(message) -> str:
     return LINK.search(_text(message)).group(1)
 
 
-def _page_config(page: httpx.Response) -> dict:
-    found = re.search(
-        r'<script id="parley-config" type="application/json">(.*?)</script>', page.text
+def _opened(link: str, client: httpx.Client | None = None, token: str | None = None):
+    """What the link's page asks the API for, as its script does (the page itself is the same
+    for everyone: the signature is in the fragment, which a browser never sends)."""
+    page, _, fragment = link.partition("#k=")
+    base, _, selection = page.rstrip("/").partition("/answer/")
+    client = client or httpx.Client(timeout=20)
+    return client.get(
+        f"{base}/api/selections/{selection}/link/",
+        headers={"X-Parley-Link": fragment if token is None else token},
     )
-    return json.loads(found.group(1))
 
 
 def test_a_question_for_bob_is_emailed_to_him_and_answered_from_its_link(
@@ -81,19 +85,26 @@ def test_a_question_for_bob_is_emailed_to_him_and_answered_from_its_link(
     # Nobody else was mailed: the question is Bob's (Alice, its owner, keeps the default).
     assert [m["To"] for m in mailbox.messages] == ["bob@example.com"]
 
-    # Opening the link (as a mail scanner would) answers nothing.
+    # Opening the link (as a mail scanner would) answers nothing: the page, then what its
+    # script reads with the link.
     anonymous = httpx.Client(timeout=20)
     page = anonymous.get(link)
     assert page.status_code == 200, page.text
     assert page.headers["Cache-Control"] == "no-store"
-    config = _page_config(page)
-    assert config["selection"]["id"] == pending["id"]
-    assert config["selection"]["status"] == "pending"
-    assert config["me"]["username"] == "bob"
+    assert page.headers["Referrer-Policy"] == "no-referrer"
+    shown = _opened(link, anonymous)
+    assert shown.status_code == 200, shown.text
+    shown = shown.json()
+    assert shown["selection"]["id"] == pending["id"]
+    assert shown["selection"]["status"] == "pending"
+    assert shown["me"]["username"] == "bob" and shown["role"] == "member"
+    assert shown["conversation"] == {"id": cid, "title": "Release plan"}
+    assert shown["started_by"]["username"] == "alice"
+    assert '"say": "Checking the builds."' in shown["input"]
     assert Selection.objects.get(pk=pending["id"]).status == "pending"
 
     # The link signs Bob in for this question only: it reads and answers it ...
-    token = link.split("?k=")[1]
+    token = link.split("#k=")[1]
     headers = {"X-Parley-Link": token}
     read = anonymous.get(f"{server.url}/api/selections/{pending['id']}/", headers=headers)
     assert read.status_code == 200 and read.json()["prompt"] == "Which build ships?"
@@ -116,7 +127,7 @@ def test_a_question_for_bob_is_emailed_to_him_and_answered_from_its_link(
     assert resolved["data"]["answered_via"] == "link"
 
     # Opened again, the link shows who settled it and how; a second answer changes nothing.
-    settled = _page_config(anonymous.get(link))["selection"]
+    settled = _opened(link, anonymous).json()["selection"]
     assert (settled["status"], settled["answer"], settled["answered_by"]["username"]) == (
         "answered",
         "rc2",
@@ -129,6 +140,9 @@ def test_a_question_for_bob_is_emailed_to_him_and_answered_from_its_link(
     )
     assert again.status_code == 409
     assert Selection.objects.get(pk=pending["id"]).answer == "rc2"
+    # The link's signature never reached the server's log (Daphne writes every request there).
+    assert f"/answer/{pending['id']}/" in server.log_text()
+    assert token not in server.log_text()
 
 
 def test_a_link_refuses_anyone_but_its_person_and_any_other_question(
@@ -140,7 +154,7 @@ def test_a_link_refuses_anyone_but_its_person_and_any_other_question(
     start(alice, cid, [ask(kind="confirm", prompt="Deploy?", addressee="bob"), ask(kind="text")])
     first = wait_pending(alice, cid)
     link = _link(mailbox.wait_for(1)[0])
-    token = link.split("?k=")[1]
+    token = link.split("#k=")[1]
     anonymous = httpx.Client(timeout=20)
     reply_url = f"{server.url}/api/selections/{first['id']}/reply/"
 
@@ -150,14 +164,14 @@ def test_a_link_refuses_anyone_but_its_person_and_any_other_question(
     )
     assert forged.status_code == 401
     assert forged.json()["error"]["code"] == "authentication_failed"
-    page = anonymous.get(link[:-2] + "xx")
-    assert page.status_code == 403 and "This link is not valid" in page.text
+    damaged = _opened(link, anonymous, token=token[:-2] + "xx")
+    assert damaged.status_code == 401 and "This link is not valid" in damaged.text
 
     # Carol, signed in to Parley in this browser, opens Bob's link: refused, as is its POST.
     carol = log_in(server, "carol")
-    page = carol.get(link)
-    assert page.status_code == 403 and "This link is for Bob" in page.text
-    assert "Deploy?" not in page.text
+    shown = _opened(link, carol)
+    assert shown.status_code == 403 and "This link is for Bob" in shown.json()["error"]["message"]
+    assert "Deploy?" not in shown.text
     carol_posts = carol.post(
         reply_url,
         headers={"X-Parley-Link": token, "X-CSRFToken": carol.cookies["csrftoken"]},
@@ -168,13 +182,13 @@ def test_a_link_refuses_anyone_but_its_person_and_any_other_question(
     # The link for the first question does not open another.
     pending = Selection.objects.get(pk=first["id"])
     assert pending.status == "pending"
-    other = anonymous.get(f"{server.url}/answer/s_0000000000000000/?k={token}")
+    other = _opened(f"{server.url}/answer/s_0000000000000000/#k={token}", anonymous)
     assert other.status_code == 404
 
     # Bob removed from the workspace: his link shows nothing and answers nothing.
     people.workspace.memberships.filter(user=people.bob.user).delete()
-    page = anonymous.get(link)
-    assert page.status_code == 403 and "Deploy?" not in page.text
+    shown = _opened(link, anonymous)
+    assert shown.status_code == 404 and "Deploy?" not in shown.text
     refused = anonymous.post(reply_url, headers={"X-Parley-Link": token}, json={"answer": True})
     assert refused.status_code == 404
     assert Selection.objects.get(pk=first["id"]).status == "pending"
@@ -191,7 +205,7 @@ def test_an_expired_question_s_link_answers_nothing(make_server, people, mailbox
         lambda: Selection.objects.get(pk=pending["id"]).status == "expired",
         what="the question's expiry",
     )
-    token = link.split("?k=")[1]
+    token = link.split("#k=")[1]
     late = httpx.post(
         f"{server.url}/api/selections/{pending['id']}/reply/",
         headers={"X-Parley-Link": token},
@@ -201,4 +215,4 @@ def test_an_expired_question_s_link_answers_nothing(make_server, people, mailbox
     assert late.status_code == 410
     assert Selection.objects.get(pk=pending["id"]).status == "expired"
     # The link still shows how it ended.
-    assert _page_config(httpx.get(link, timeout=20))["selection"]["status"] == "expired"
+    assert _opened(link).json()["selection"]["status"] == "expired"
