@@ -296,12 +296,14 @@ LOGGING = {
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
     "root": {"handlers": ["console"], "level": env.str("PARLEY_LOG_LEVEL", default="INFO")},
-    # httpx logs every request at INFO; the openai SDK logs requests (headers too) at DEBUG.
+    # httpx logs every request at INFO; the openai SDK logs requests (headers too) at DEBUG, and
+    # slack_sdk its requests' bodies (answer links) and its replies' URLs.
     "loggers": {
         "daphne": {"level": "WARNING"},
         "httpx": {"level": "WARNING"},
         "httpx2": {"level": "WARNING"},
         "openai": {"level": "WARNING"},
+        "slack_sdk": {"level": "INFO"},
     },
 }
 

@@ -118,6 +118,11 @@ def record(*, delivery_id: str, process: str, result) -> None:
             outcome = "deferred"
         elif isinstance(result, Skip):
             delivery.status, delivery.reason = Delivery.Status.SKIPPED, result.reason
+            # A skip the send found (Slack knows no user with the person's email) ends the
+            # attempt it made; one found before sending made none.
+            Attempt.objects.filter(
+                delivery=delivery, number=delivery.attempts, finished_at__isnull=True
+            ).update(finished_at=now, response=result.reason[:500])
             outcome = "skipped"
         else:
             attempt_ok = result.ok
