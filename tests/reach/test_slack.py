@@ -81,7 +81,7 @@ def delivery_to(address: str, cause: str = "asked") -> Delivery:
     return Delivery.objects.get(channel="slack", address=address, cause=cause)
 
 
-def settled_delivery(address: str, cause: str = "asked") -> Delivery:
+def recorded(address: str, cause: str = "asked") -> Delivery:
     return wait_until(
         lambda: Delivery.objects.filter(
             channel="slack", address=address, cause=cause, status__in=("sent", "failed", "skipped")
@@ -128,7 +128,7 @@ def test_a_question_for_bob_is_a_direct_message_answered_by_its_button(slack_par
     assert [b["text"]["text"] for b in dm.buttons()] == ["Release candidate 2", "Nightly"]
     # Nobody else heard of it (Alice keeps the default: questions addressed to her).
     assert [m.channel for m in slack.messages.values()] == ["D0BOB"]
-    sent = settled_delivery("bob@example.com")
+    sent = recorded("bob@example.com")
     assert (sent.status, sent.reference) == ("sent", f"D0BOB:{dm.ts}")
     assert SlackUser.objects.get(user=people.bob.user).slack_id == "U0BOB"
 
@@ -150,7 +150,7 @@ def test_a_question_for_bob_is_a_direct_message_answered_by_its_button(slack_par
     assert "Which build ships?" in dm.shown_text()
     (update,) = slack.calls_of("chat.update")
     assert update.authorized and (update.args["channel"], update.args["ts"]) == ("D0BOB", dm.ts)
-    assert settled_delivery("bob@example.com", "settled").status == "sent"
+    assert recorded(sent.pk, "settled").status == "sent"  # addressed by the message it edits
     # Bob was told nothing more: the message says it.
     assert not [body for url, body in slack.replies if url == reply_url]
     # Matched once, by email; the click was mapped by the Slack id kept since.
@@ -375,7 +375,7 @@ def test_a_person_removed_before_the_message_is_sent_receives_nothing(slack_parl
 
     people.workspace.memberships.filter(user=people.bob.user).delete()
     Delivery.objects.filter(pk=held.pk).update(next_attempt_at=timezone.now())
-    skipped = settled_delivery("bob@example.com")
+    skipped = recorded("bob@example.com")
     assert (skipped.status, skipped.reason) == ("skipped", "Bob may no longer answer it.")
     assert slack.calls == []
 
@@ -390,7 +390,7 @@ def test_slack_failing_is_retried_and_the_message_sent_once(slack_parley, people
     wait_pending(alice, cid)
 
     dm = slack.wait_message("D0BOB")
-    sent = settled_delivery("bob@example.com")
+    sent = recorded("bob@example.com")
     assert (sent.status, sent.attempts, sent.reference) == ("sent", 3, f"D0BOB:{dm.ts}")
     posts = slack.calls_of("chat.postMessage")
     assert [call.status for call in posts] == [500, 429, 200]
@@ -413,7 +413,7 @@ def test_slack_refusals_fail_for_good_and_say_slacks_error(slack_parley, people,
     cid = create_conversation(alice)
     start(alice, cid, [ask(kind="confirm", prompt="Anyone?")])
     pending = wait_pending(alice, cid)
-    failed = settled_delivery("#C0QUIET")
+    failed = recorded("#C0QUIET")
     assert (failed.status, failed.attempts, failed.reason) == ("failed", 1, "not_in_channel")
 
     # Answered: a message never posted is not updated.
@@ -425,7 +425,7 @@ def test_slack_refusals_fail_for_good_and_say_slacks_error(slack_parley, people,
     slack.token = "xoxb-another"
     start(alice, cid, [ask(kind="confirm", prompt="Bob?", addressee="bob")])
     wait_pending(alice, cid)
-    refused = settled_delivery("bob@example.com")
+    refused = recorded("bob@example.com")
     assert (refused.status, refused.attempts, refused.reason) == ("failed", 1, "invalid_auth")
     assert [call.authorized for call in slack.calls] == [True, False]
 
