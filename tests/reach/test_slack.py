@@ -323,13 +323,20 @@ def test_bad_signatures_and_replays_are_401_and_change_nothing(slack_parley, peo
         )
         assert response.status_code == 401, refused
         assert response.json()["error"]["code"] == "authentication_failed"
+    # Nor does what Slack never sends: a timestamp that is no number, a body that is no text.
+    endpoint = f"{server.url}/integrations/slack/interactions/"
+    now = str(int(time.time()))
+    for stamp, body in (("soon", b"payload=%7B%7D"), (now, b"payload=\xff")):
+        headers = {"X-Slack-Request-Timestamp": stamp, "X-Slack-Signature": forged}
+        assert httpx.post(endpoint, headers=headers, content=body, timeout=20).status_code == 401
+    assert httpx.get(endpoint, timeout=20).status_code == 405
     assert Selection.objects.get(pk=pending["id"]).status == "pending"
     assert slack.replies == [] and slack.calls_of("users.info") == []
     # Each counted as a failed sign-in from its address (as a wrong API token is).
     failures = AccessAttempt.objects.filter(ip_address="127.0.0.1").aggregate(
         n=Sum("failures_since_start")
     )["n"]
-    assert failures == 4
+    assert failures == 6
 
     # Signed right and fresh, the same click answers.
     response, _ = click(server, slack, "U0BOB", dm, "confirm-yes")
