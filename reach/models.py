@@ -133,6 +133,15 @@ class Delivery(models.Model):
         return f"{self.channel} {self.cause} → {self.address} ({self.status})"
 
 
+# The webhook event type of each cause (what an endpoint chooses among, and its body's "type").
+EVENT_TYPES = {
+    Delivery.Cause.ASKED: "question.asked",
+    Delivery.Cause.REMINDED: "question.reminded",
+    Delivery.Cause.ESCALATED: "question.escalated",
+    Delivery.Cause.SETTLED: "question.resolved",
+}
+
+
 class Attempt(models.Model):
     """One try at sending a delivery, as the admin and an endpoint's delivery log show it."""
 

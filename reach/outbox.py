@@ -15,17 +15,9 @@ from django.utils import timezone
 from conversations.models import Membership
 from selection.models import Selection
 
-from .models import Channel, Delivery, WebhookEndpoint, WorkspaceReach
+from .models import EVENT_TYPES, Channel, Delivery, WebhookEndpoint, WorkspaceReach
 from .preferences import hears, preference_for, quiet_until
 from .sender import sender
-
-# The webhook event type of each cause.
-EVENT_TYPES = {
-    Delivery.Cause.ASKED: "question.asked",
-    Delivery.Cause.REMINDED: "question.reminded",
-    Delivery.Cause.ESCALATED: "question.escalated",
-    Delivery.Cause.SETTLED: "question.resolved",
-}
 
 
 def email_is_set_up() -> bool:

@@ -1,0 +1,2 @@
+"""The reach app's writes, one module per topic: a workspace's webhook endpoints
+(``webhooks``) and its channels (``channels``)."""
