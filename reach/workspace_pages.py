@@ -27,6 +27,9 @@ from .services.webhooks import (
 
 # The latest deliveries the page shows of each endpoint (the API has them all).
 RECENT_DELIVERIES = 5
+# Where a new endpoint's secret waits, in the person's session, for the page that shows it
+# once (the form redirects there, so that reloading the page adds nothing, nor shows it again).
+NEW_SECRET = "reach_new_webhook_secret"
 
 
 def _refused(error: ApplicationError):
@@ -44,20 +47,31 @@ def workspace_settings_page(request, slug):
         raise _refused(error) from None
     context = {"form": {"event_types": ALL_EVENT_TYPES}}
     status = 200
+    if request.method != "POST" and (new := request.session.pop(NEW_SECRET, None)):
+        if new["workspace"] == workspace.pk:
+            context["created"] = new
     if request.method == "POST":
         try:
             for value in request.POST.values():
                 check_text(value, what="The form")
-            done = _act(request, workspace, context)
+            done = _act(request, workspace)
         except ApplicationError as error:
             if error.status in (403, 404) and error.code in ("forbidden", "not_found"):
                 raise _refused(error) from None
-            context["error"] = {"action": request.POST.get("action", ""), "message": error.message}
+            # The page again, saying why, with what was typed.
+            action = request.POST.get("action", "")
+            context["error"] = {"action": action, "message": error.message}
+            fields = {"add": ("url", "description"), "channel": ("slack_channel",)}
+            context["form"].update(
+                {name: request.POST.get(name, "") for name in fields.get(action, ())}
+            )
+            if action == "add":
+                context["form"]["event_types"] = request.POST.getlist("event_types")
             status = 400
         else:
             if done:
                 messages.success(request, done)
-                return redirect("workspace-settings", slug=workspace.slug)
+            return redirect("workspace-settings", slug=workspace.slug)
     response = render(
         request, "reach/workspace_settings.html", _page(workspace, context), status=status
     )
@@ -66,34 +80,31 @@ def workspace_settings_page(request, slug):
     return response
 
 
-def _act(request, workspace, context: dict) -> str | None:
-    """Do what the form asks; a message to show after a redirect, or None when the page is
-    shown as it is (a new endpoint's secret)."""
+def _act(request, workspace) -> str | None:
+    """Do what the form asks; what to say on the page it redirects to."""
     action = request.POST.get("action", "")
     if action == "channel":
         slack_channel = request.POST.get("slack_channel", "")
-        context["form"]["slack_channel"] = slack_channel
         reach = workspace_slack_channel_set(workspace=workspace, slack_channel=slack_channel)
         if reach.slack_channel:
             return f"Questions for anyone are posted to Slack channel {reach.slack_channel}."
         return "No Slack channel: questions for anyone are not posted to Slack."
     if action == "add":
-        chosen = request.POST.getlist("event_types")
-        context["form"].update(
-            url=request.POST.get("url", ""),
-            description=request.POST.get("description", ""),
-            event_types=chosen,
-        )
         endpoint = webhook_endpoint_create(
             workspace=workspace,
             user=request.user,
             url=request.POST.get("url", ""),
             description=request.POST.get("description", ""),
-            event_types=chosen,
+            event_types=request.POST.getlist("event_types"),
         )
-        context["created"] = endpoint
-        context["form"] = {"event_types": ALL_EVENT_TYPES}
+        request.session[NEW_SECRET] = {
+            "workspace": workspace.pk,
+            "url": endpoint.url,
+            "secret": endpoint.secret,
+        }
         return None
+    if action not in ("enable", "disable", "delete", "test"):
+        raise ApplicationError("invalid", "The form asked for nothing this page does.")
     endpoint = webhook_endpoint_access(
         user=request.user, endpoint_id=request.POST.get("endpoint", "")
     )
@@ -102,14 +113,12 @@ def _act(request, workspace, context: dict) -> str | None:
     if action in ("enable", "disable"):
         webhook_endpoint_update(endpoint=endpoint, user=request.user, enabled=action == "enable")
         return f"{endpoint.url}: {action}d."
-    if action == "delete":
-        webhook_endpoint_delete(endpoint=endpoint)
-        return f"{endpoint.url}: deleted, with its delivery log."
     if action == "test":
         result = webhook_endpoint_test(endpoint=endpoint)
         how = "delivered" if result.ok else "failed"
         return f"Test event to {endpoint.url}: {how} ({result.response})."
-    raise ApplicationError("invalid", "The form asked for nothing this page does.")
+    webhook_endpoint_delete(endpoint=endpoint)
+    return f"{endpoint.url}: deleted, with its delivery log."
 
 
 def _page(workspace, context: dict) -> dict:
