@@ -326,6 +326,34 @@ def test_a_test_event_is_signed_and_says_how_it_went(make_server, people, receiv
     assert delivery_log(alice, created["id"]) == []
 
 
+def test_a_reminder_and_an_escalation_name_whom_they_call_on(make_server, people, receiver):
+    # Upkeep every second; reminded at a fifth of the question's time, escalated at half.
+    server = make_server(
+        PARLEY_TURN_LEASE_SECONDS="3", PARLEY_REMIND_AFTER="0.2", PARLEY_ESCALATE_AFTER="0.5"
+    )
+    alice = server.client(people.alice)
+    created = add_endpoint(alice, receiver, event_types=["question.reminded", "question.escalated"])
+    cid = create_conversation(alice)
+    start(
+        alice,
+        cid,
+        [ask(kind="text", prompt="Which budget?", addressee="bob", timeout=8, escalate=True)],
+    )
+    pending = wait_pending(alice, cid)
+    reminded, escalated = receiver.wait_for(2)
+    assert (reminded.type, escalated.type) == ("question.reminded", "question.escalated")
+    for news in (reminded, escalated):
+        assert news.refusal == "" and news.event["data"]["selection"]["id"] == pending["id"]
+    assert [p["username"] for p in reminded.event["data"]["to"]] == ["bob"]
+    assert [p["username"] for p in escalated.event["data"]["to"]] == ["alice"]
+    assert escalated.event["data"]["selection"]["escalated_at"] is not None
+    assert reply(alice, pending["id"], answer="Q3").status_code == 200
+    finished(alice, cid)
+    # It chose neither the question nor its outcome: nothing else came.
+    assert not Delivery.objects.filter(endpoint_id=created["id"], cause__in=["asked", "settled"])
+    assert len(receiver.received) == 2
+
+
 # Who may, and what is refused -------------------------------------------------------------------
 
 
