@@ -118,6 +118,7 @@ TEMPLATES = [
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
                 "selection.pages.waiting",
+                "reach.settings_page.browser_choice",
             ],
         },
     },

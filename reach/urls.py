@@ -3,7 +3,7 @@ endpoints other services call (Slack's interactions)."""
 
 from django.urls import path
 
-from . import slack, webhooks_api, workspace_pages
+from . import apis, settings_page, slack, webhooks_api, workspace_pages
 
 urlpatterns = [
     # Slack (reach.slack): clicks on a question's buttons, signed by the Slack app.
@@ -39,5 +39,16 @@ urlpatterns = [
         workspace_pages.workspace_settings_page,
         name="workspace-settings",
     ),
-    # A person's choices and where a question went (reach.apis, reach.pages): ...
+    # A person's choices and where a question went (reach.apis, reach.settings_page).
+    path("api/me/notifications/", apis.NotificationsApi.as_view(), name="api-notifications"),
+    path(
+        "api/selections/<str:selection_id>/deliveries/",
+        apis.SelectionDeliveriesApi.as_view(),
+        name="api-selection-deliveries",
+    ),
+    path(
+        "settings/notifications/",
+        settings_page.notification_settings,
+        name="notification-settings",
+    ),
 ]
