@@ -3,7 +3,10 @@
 // list questions hear of each change as a `parley:waiting` event on window. With the person's
 // leave (asked for with a click, never on load), news that concerns them while the tab is
 // hidden becomes a browser notification: a question they may answer, one addressed to them, a
-// reminder, an escalation, and a turn of theirs that finished.
+// reminder, an escalation, and a turn of theirs that finished. Which of these, the person
+// chose in their notification settings (the header carries the choice): none ("off"), only
+// what names them ("addressed": questions addressed to them, reminders and escalations naming
+// them, their own turns ending), or all of it ("all").
 
 import { ReconnectingSocket } from "./socket.js";
 
@@ -12,13 +15,21 @@ const UNAUTHENTICATED = 4401;
 const link = document.getElementById("waiting-link");
 const badge = document.getElementById("waiting-count");
 const notifyButton = document.getElementById("notify-toggle");
+const choice = document.getElementById("site-user")?.dataset.browserNotifications || "all";
 // The tab's title without the count (read each time: a page may rename itself).
 const COUNTED = /^\(\d+\)\s+/;
 
 const TURN_ENDINGS = { completed: "finished", failed: "failed", cancelled: "was stopped" };
 
 // What happened, for people debugging (and for the browser tests).
-const state = { count: Number(badge?.textContent) || 0, forMe: 0, notified: [], connections: 0 };
+const state = {
+  count: Number(badge?.textContent) || 0,
+  forMe: 0,
+  choice,
+  heard: [], // every notice the socket brought, shown or not
+  notified: [],
+  connections: 0,
+};
 window.parleyPeople = state;
 
 function showCount({ count, for_me: forMe }) {
@@ -41,7 +52,15 @@ const canNotify = "Notification" in window;
 
 function showNotifyButton() {
   if (!notifyButton) return;
-  notifyButton.hidden = !canNotify || Notification.permission !== "default";
+  notifyButton.hidden = !canNotify || choice === "off" || Notification.permission !== "default";
+}
+
+// Whether the person wants this notice in the browser: reminders, escalations and turn endings
+// reach only the people they name, so "addressed" leaves out questions asked of anyone.
+function wanted(notice) {
+  if (choice === "off") return false;
+  if (choice === "addressed") return notice.kind !== "asked" || Boolean(notice.addressed);
+  return true;
 }
 
 notifyButton?.addEventListener("click", async () => {
@@ -78,6 +97,8 @@ function describe(notice) {
 }
 
 function notify(notice) {
+  state.heard.push({ kind: notice.kind, selection: notice.selection || null, turn: notice.turn || null });
+  if (!wanted(notice)) return;
   if (!canNotify || Notification.permission !== "granted") return;
   // A person looking at the page sees the news there (the count, the question itself).
   if (document.visibilityState === "visible") return;

@@ -2,6 +2,7 @@
 // to expiry, Dismiss, and (once anyone answers, from anywhere) the outcome and who gave it.
 
 import { ApiError, api } from "./api.js";
+import { deliveriesDisclosure } from "./deliveries.js";
 import { formatBytes, h, personName, timeElement, uniqueId } from "./dom.js";
 import { renderInlineMarkdown } from "./markdown.js";
 
@@ -83,9 +84,13 @@ export function describeAnswer(selection, answer) {
 // One question. Options: `askedAt` (the time it was asked, shown in its header); `onResolve(card)`
 // whenever it stops waiting, however that came about; `afterReply(card)` once this person's
 // own answer, dismissal or decline from the card settled it (to move the focus on: without it,
-// the focus goes to the outcome).
+// the focus goes to the outcome); `deliveries`: whether to offer "Where it went" (to those who
+// may act in its workspace).
 export class QuestionCard {
-  constructor(selection, { me, role, canAct, askedAt = null, onResolve = null, afterReply = null }) {
+  constructor(
+    selection,
+    { me, role, canAct, askedAt = null, onResolve = null, afterReply = null, deliveries = false },
+  ) {
     this.selection = selection;
     this.me = me;
     this.role = role;
@@ -127,6 +132,7 @@ export class QuestionCard {
       this.element.append(h("p", { class: "question-waiting muted" }, this.waitingText()));
     }
     this.element.append(this.error, this.outcome);
+    if (deliveries && canAct) this.element.append(deliveriesDisclosure(selection.id));
     this.tick(Date.now());
     if (selection.status && selection.status !== "pending") this.resolve(selection);
   }

@@ -523,6 +523,7 @@ export class Transcript {
       role: this.role,
       canAct: this.canAct,
       askedAt: ts,
+      deliveries: true,
       afterReply: this.afterReply,
       onResolve: () => this.onQuestionsChange(),
     });
