@@ -68,10 +68,11 @@ class Mailbox:
             self._changed.notify_all()
         return "250 Message accepted"
 
-    def start(self) -> "Mailbox":
-        for _ in range(5):
-            port = _free_port()
-            self.controller = Controller(self, hostname="127.0.0.1", port=port)
+    def start(self, port: int | None = None) -> "Mailbox":
+        """Listen on a free port, or on ``port`` (one a stopped mailbox had: a server told to
+        send there finds it open again)."""
+        for _ in range(1 if port else 5):
+            self.controller = Controller(self, hostname="127.0.0.1", port=port or _free_port())
             try:
                 self.controller.start()
                 return self
