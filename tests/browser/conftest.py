@@ -10,7 +10,7 @@ import pytest
 from playwright.sync_api import Page, expect, sync_playwright
 
 from tests.browser.proxy import CuttableProxy
-from tests.conftest import ROOT
+from tests.conftest import ROOT, wait_until
 
 SCREENSHOTS = ROOT / "test-artifacts" / "screenshots"
 CHROMIUM = os.environ.get("PARLEY_CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
@@ -66,7 +66,7 @@ class Browsing:
         self.problems: list[str] = []
         self.allow_network_noise = False
 
-    def open(self, who: str, path: str = "/", *, base_url=None, viewport=None) -> Page:
+    def _page(self, who: str, *, base_url=None, viewport=None) -> Page:
         context = self.chromium.new_context(
             base_url=base_url or self.server.url, viewport=viewport or DESKTOP
         )
@@ -75,6 +75,17 @@ class Browsing:
         page = context.new_page()
         page.on("pageerror", lambda error: self.problems.append(f"{who}: {error}"))
         page.on("console", lambda message: self._console(who, message))
+        return page
+
+    def signed_out(self, url: str, *, who: str = "nobody") -> Page:
+        """A browser where nobody is signed in to Parley, opening ``url`` (a link from an
+        email)."""
+        page = self._page(who)
+        page.goto(url)
+        return page
+
+    def open(self, who: str, path: str = "/", *, base_url=None, viewport=None) -> Page:
+        page = self._page(who, base_url=base_url, viewport=viewport)
         page.goto("/login/")
         page.get_by_label("Username").fill(who)
         page.get_by_label("Password").fill(f"{who}-pw")
@@ -131,6 +142,54 @@ class HeldReplies:
         for route, response in self.held:
             route.fulfill(response=response)
         self.page.unroute("**/reply/")
+
+
+# Notifications are recorded as the page makes them (Chromium's headless shell shows none), and
+# the tab can be told it is hidden, as a tab in the background is: both only in tabs opened with
+# them (the page's own code is untouched).
+NOTIFICATIONS = """
+window.__notifications = [];
+const Shown = window.Notification;
+window.Notification = class extends EventTarget {
+  static get permission() { return Shown.permission; }
+  static requestPermission() { return Shown.requestPermission(); }
+  constructor(title, options) {
+    super();
+    this.title = title;
+    this.body = options && options.body;
+    this.tag = options && options.tag;
+    window.__notifications.push(this);
+  }
+  close() {}
+};
+"""
+HIDDEN = """
+Object.defineProperty(document, "visibilityState", { get: () => "hidden" });
+Object.defineProperty(document, "hidden", { get: () => true });
+"""
+
+
+def hidden_tab(browsing, who: str, path: str = "/", *, allowed: bool = True) -> Page:
+    """A tab of ``who``'s in the background, allowed to show notifications (unless not)."""
+    page = browsing.open(who, path)
+    if allowed:
+        page.context.grant_permissions(["notifications"])
+    page.context.add_init_script(NOTIFICATIONS + HIDDEN)
+    page.reload()
+    return page
+
+
+def notifications(page: Page) -> list[dict]:
+    """What the page showed as notifications (people.js keeps a record of them)."""
+    return page.evaluate("window.parleyPeople.notified")
+
+
+def wait_for_notification(page: Page, title_start: str) -> dict:
+    def shown():
+        return [n for n in notifications(page) if n["title"].startswith(title_start)]
+
+    wait_until(shown, what=f"a notification starting {title_start!r}")
+    return shown()[0]
 
 
 def screenshot(page: Page, name: str) -> Path:

@@ -8,35 +8,17 @@ import re
 import pytest
 from playwright.sync_api import expect
 
-from tests.browser.conftest import HeldReplies, screenshot
-from tests.conftest import all_events, wait_for_turn_end, wait_until
+from tests.browser.conftest import (
+    HeldReplies,
+    hidden_tab,
+    notifications,
+    screenshot,
+    wait_for_notification,
+)
+from tests.conftest import all_events, wait_for_turn_end
 from tests.helpers import ask, create_conversation, start, wait_pending
 
 pytestmark = pytest.mark.browser
-
-# Notifications are recorded as the page makes them (Chromium's headless shell shows none), and
-# the tab can be told it is hidden, as a tab in the background is: both only in tabs opened with
-# them (the page's own code is untouched).
-NOTIFICATIONS = """
-window.__notifications = [];
-const Shown = window.Notification;
-window.Notification = class extends EventTarget {
-  static get permission() { return Shown.permission; }
-  static requestPermission() { return Shown.requestPermission(); }
-  constructor(title, options) {
-    super();
-    this.title = title;
-    this.body = options && options.body;
-    this.tag = options && options.tag;
-    window.__notifications.push(this);
-  }
-  close() {}
-};
-"""
-HIDDEN = """
-Object.defineProperty(document, "visibilityState", { get: () => "hidden" });
-Object.defineProperty(document, "hidden", { get: () => true });
-"""
 
 
 @pytest.fixture
@@ -45,28 +27,6 @@ def server(make_server):
     return make_server(
         PARLEY_TURN_LEASE_SECONDS="3", PARLEY_REMIND_AFTER="0.2", PARLEY_ESCALATE_AFTER="0.4"
     )
-
-
-def hidden_tab(browsing, who: str, path: str = "/", *, allowed: bool = True):
-    page = browsing.open(who, path)
-    if allowed:
-        page.context.grant_permissions(["notifications"])
-    page.context.add_init_script(NOTIFICATIONS + HIDDEN)
-    page.reload()
-    return page
-
-
-def notifications(page) -> list[dict]:
-    """What the page showed as notifications (people.js keeps a record of them)."""
-    return page.evaluate("window.parleyPeople.notified")
-
-
-def wait_for_notification(page, title_start: str) -> dict:
-    def shown():
-        return [n for n in notifications(page) if n["title"].startswith(title_start)]
-
-    wait_until(shown, what=f"a notification starting {title_start!r}")
-    return shown()[0]
 
 
 def test_bob_answers_from_waiting_for_you_and_the_turn_goes_on(browsing, people):
