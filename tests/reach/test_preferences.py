@@ -17,6 +17,7 @@ from reach.sender import claim_due
 from selection.services import selection_request
 from tests.conftest import log_in, wait_until
 from tests.helpers import ask, create_conversation, shown, start, wait_pending
+from tests.slack_server import SlackServer
 from tests.smtp_server import Mailbox
 
 ME = "/api/me/notifications/"
@@ -40,12 +41,22 @@ def mailbox():
 
 
 @pytest.fixture
-def server(make_server, mailbox):
-    # Email and Slack set up (Slack is only asked when something is sent: nothing is here).
+def slack():
+    # Slack's Web API as a local server (nobody here is a Slack user: what is posted is
+    # skipped, after one lookup each).
+    server = SlackServer(token="xoxb-test-token").start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def server(make_server, mailbox, slack):
+    # Email and Slack set up.
     return make_server(
         PARLEY_EMAIL_URL=mailbox.url,
         PARLEY_SLACK_BOT_TOKEN="xoxb-test-token",
         PARLEY_SLACK_SIGNING_SECRET="test-signing-secret",
+        PARLEY_SLACK_API_URL=slack.api_url,
     )
 
 
