@@ -16,7 +16,7 @@ from tests.smtp_server import Mailbox
 
 pytestmark = pytest.mark.browser
 
-LINK = re.compile(r"(http://127\.0\.0\.1:\d+/answer/[^/\s]+/\?k=[^\s\"<]+)")
+LINK = re.compile(r"(http://127\.0\.0\.1:\d+/answer/[^/\s]+/#k=[^\s\"<]+)")
 ME = "/api/me/notifications/"
 
 
