@@ -22,6 +22,7 @@ from axes.helpers import get_client_username, get_cool_off
 from axes.models import AccessAttempt
 from django.conf import settings
 from django.contrib.auth.signals import user_login_failed
+from django.db import connection, transaction
 from django.db.models import Sum
 from django.http import HttpRequest
 from django.template.response import TemplateResponse
@@ -215,11 +216,24 @@ def checked(attempt: HttpRequest, check: Callable[[], T]) -> T:
         raise LockedOut(_locked(attempt, credentials))
     found = check()
     if not found:
-        # axes records the failure (the credentials name no account, and never the secret).
-        user_login_failed.send(sender=__name__, credentials=credentials, request=attempt)
+        _record_failure(attempt, credentials)
         if attempt.axes_locked_out:
             raise LockedOut(_locked(attempt, credentials))
     return found
+
+
+def _record_failure(attempt: HttpRequest, credentials: dict) -> None:
+    """axes records a failure that names no account (and never the secret). Its record is
+    found, or made, by account, address and user agent, and no account is no unique key: two
+    first failures at once from one address would each make one, and every later look-up would
+    fail on the two. So failures from one address are recorded one at a time (on PostgreSQL, a
+    lock on the address for the transaction; SQLite's writers take turns already)."""
+    with transaction.atomic():
+        if connection.vendor == "postgresql":
+            with connection.cursor() as cursor:
+                key = f"parley.lockout:{attempt.axes_ip_address}"
+                cursor.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", [key])
+        user_login_failed.send(sender=__name__, credentials=credentials, request=attempt)
 
 
 def token_for(attempt: HttpRequest, key: str) -> Token | None:

@@ -7,6 +7,7 @@ and from 127.0.0.2 (Linux routes all of 127/8 to loopback)."""
 
 import asyncio
 import re
+from concurrent.futures import ThreadPoolExecutor
 
 import httpx
 import pytest
@@ -248,3 +249,21 @@ def test_an_admin_sees_the_lockout_and_lifts_it_in_the_admin(server, people):
     assert list(AccessAttempt.objects.values_list("username", flat=True)) == [None]
     with browser(server) as client:
         assert sign_in(client, "bob", "bob-pw").status_code == 302
+
+
+def test_wrong_tokens_arriving_together_are_each_counted_and_none_is_a_500(make_server, people):
+    # The first failures from an address arriving at once each make their own record (axes
+    # keys them by account, and a token names none): they are folded together, not a 500.
+    server = make_server(PARLEY_LOGIN_ADDRESS_FAILURE_LIMIT="1000")
+
+    def wrong(n: int) -> int:
+        with server.client() as client:
+            headers = {"Authorization": f"Token wrong{n}"}
+            return client.get("/api/workspaces/", headers=headers).status_code
+
+    with ThreadPoolExecutor(16) as pool:
+        for _ in range(10):
+            AccessAttempt.objects.all().delete()
+            assert list(pool.map(wrong, range(16))) == [401] * 16
+            counted = sum(AccessAttempt.objects.values_list("failures_since_start", flat=True))
+            assert counted == 16
