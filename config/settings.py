@@ -87,6 +87,8 @@ INSTALLED_APPS = [
 # Django's middleware, each in a subclass that runs on the event loop under ASGI rather than in
 # a thread per step (see core.middleware.OnTheLoop); otherwise the same classes.
 MIDDLEWARE = [
+    # Outermost: a HEAD request's answer leaves with no body, whatever made it.
+    "core.middleware.HeadWithoutBody",
     "core.middleware.SecurityMiddleware",
     # Outermost but one, so that every HTML answer gets the policy, error pages included.
     "core.middleware.ContentSecurityPolicyMiddleware",
@@ -289,6 +291,8 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "SWAGGER_UI_SETTINGS": {"deepLinking": True, "validatorUrl": None},
     "COMPONENT_SPLIT_REQUEST": True,
+    # One name for the choices every channel of a person's settings takes (off, addressed, all).
+    "ENUM_NAME_OVERRIDES": {"NotificationReach": "reach.models.Reach"},
 }
 
 LOGGING = {

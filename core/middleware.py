@@ -41,6 +41,24 @@ class OnTheLoop(MiddlewareMixin):
         return response
 
 
+class HeadWithoutBody(OnTheLoop):
+    """The answer to a HEAD request: its GET's headers, Content-Length included, and no body.
+    Django leaves dropping the body to the server, and Daphne drops only the first chunk of it
+    (64 KiB): the rest was written after the headers, where a client that keeps its connection
+    read it as the next response (the API's schema outgrew a chunk)."""
+
+    def process_response(self, request, response):
+        if request.method != "HEAD":
+            return response
+        if response.streaming:
+            response.streaming_content = []
+        else:
+            length = response.get("Content-Length", str(len(response.content)))
+            response.content = b""
+            response["Content-Length"] = length
+        return response
+
+
 class SecurityMiddleware(OnTheLoop, security.SecurityMiddleware):
     pass
 

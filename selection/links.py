@@ -17,6 +17,7 @@ from django.contrib.auth import get_user_model
 from django.core import signing
 from django.urls import reverse
 from django.utils import timezone
+from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from rest_framework import authentication
 from rest_framework import exceptions as drf_exceptions
 from rest_framework.settings import api_settings
@@ -118,6 +119,22 @@ class AnswerLinkAuthentication(authentication.BaseAuthentication):
     def authenticate_header(self, request):
         # A request with no credentials is told the API's own scheme (401, not 403).
         return "Token"
+
+
+class AnswerLinkScheme(OpenApiAuthenticationExtension):
+    """The answer link in the API's schema: a key in a header, on the endpoints that take it."""
+
+    target_class = AnswerLinkAuthentication
+    name = "answerLink"
+
+    def get_security_definition(self, auto_schema):
+        return {
+            "type": "apiKey",
+            "in": "header",
+            "name": HEADER,
+            "description": "An answer link's signature (the `k` of its `#k=…`): that one "
+            "question's person, for that question only.",
+        }
 
 
 def link_scoped(view_class):

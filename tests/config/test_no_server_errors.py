@@ -16,6 +16,9 @@ from django.urls import URLResolver, get_resolver
 
 from conversations import services
 from conversations.models import Conversation
+from reach.preferences import preference_update
+from reach.services.channels import workspace_slack_channel_set
+from reach.services.webhooks import webhook_endpoint_create
 from tests.conftest import log_in
 from tests.helpers import close_reading_on, parked_conversation
 
@@ -56,6 +59,7 @@ class Fixture:
     others: str
     selection: str
     member_token: str
+    endpoint: str = ""
     paths: list[str] | None = None
 
 
@@ -66,8 +70,22 @@ def fixture(server, people) -> Fixture:
     other = services.conversation_create(
         workspace=people.other_workspace, user=people.dave.user, title="Theirs"
     )
+    # A webhook endpoint (to where nothing listens), a person's settings and a workspace's
+    # Slack channel: rows for the reach app's pages, API and admin.
+    endpoint = webhook_endpoint_create(
+        workspace=people.workspace,
+        user=people.alice.user,
+        url="http://127.0.0.1:9/hooks",
+        event_types=["question.asked"],
+    )
+    preference_update(user=people.bob.user, email="all")
+    workspace_slack_channel_set(workspace=people.workspace, slack_channel="C0TEAM01")
     fixture = Fixture(
-        conversation=cid, others=other.pk, selection=question["id"], member_token=people.bob.token
+        conversation=cid,
+        others=other.pk,
+        selection=question["id"],
+        member_token=people.bob.token,
+        endpoint=endpoint.pk,
     )
     fixture.paths = every_path(fixture)
     return fixture
@@ -101,6 +119,8 @@ def _values(name: str, pattern, fixture: Fixture) -> list[str]:
         "id": lambda: [str(get_user_model().objects.get(username="bob").pk)],
         "app_label": lambda: ["conversations", "selection"],
         "url": lambda: [],
+        "slug": lambda: ["team", "other"],
+        "endpoint_id": lambda: [fixture.endpoint],
     }
     assert name in known, f"{pattern.pattern} has a parameter the walk cannot fill: {name}"
     real = known[name]()
