@@ -439,6 +439,9 @@ PARLEY_DELIVERY_CLAIM_SECONDS = env.float("PARLEY_DELIVERY_CLAIM_SECONDS", defau
 # quiet hours ending, a process that died mid-send).
 PARLEY_DELIVERY_POLL_SECONDS = env.float("PARLEY_DELIVERY_POLL_SECONDS", default=2.0)
 PARLEY_WEBHOOK_DISABLE_AFTER = env.int("PARLEY_WEBHOOK_DISABLE_AFTER", default=5)
+# Webhooks go to public addresses only (see core.egress): set this to let them reach private,
+# loopback and link-local ones (a receiver inside your own network).
+PARLEY_WEBHOOK_PRIVATE_ADDRESSES = env.bool("PARLEY_WEBHOOK_PRIVATE_ADDRESSES", default=False)
 # An answer link still shows its question's outcome this long after the question's expiry.
 PARLEY_ANSWER_LINK_DAYS = env.float("PARLEY_ANSWER_LINK_DAYS", default=7.0)
 # /metrics, and what /readyz found (to others it says only ready or not), are the operator's:

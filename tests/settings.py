@@ -33,6 +33,8 @@ for _name, _value in {
     "PARLEY_TURN_RATE": "100000/s",
     "PARLEY_CONVERSATION_RATE": "100000/s",
     "PARLEY_QUESTION_RATE": "100000/s",
+    # The tests' webhook receivers listen on loopback (the tests of the rule set it off).
+    "PARLEY_WEBHOOK_PRIVATE_ADDRESSES": "1",
 }.items():
     os.environ.setdefault(_name, _value)
 

@@ -19,6 +19,7 @@ from standardwebhooks.webhooks import Webhook
 
 from conversations.events import EventType, format_ts
 from conversations.models import TurnEvent
+from core import egress
 
 from ..models import EVENT_TYPES, Delivery, WebhookEndpoint
 from ..news import News
@@ -84,11 +85,19 @@ def post(outgoing: Outgoing) -> Result:
         return Result(
             ok=False, final=True, response="Refused: a webhook's URL must be http or https."
         )
-    headers = signed_headers(outgoing, datetime.now(UTC))
+    try:
+        target = egress.pinned(outgoing.url)
+    except egress.Refused as refused:
+        return Result(ok=False, final=True, response=f"Refused: {refused}")
+    headers = {**signed_headers(outgoing, datetime.now(UTC)), **target.headers}
     try:
         with httpx.Client(timeout=TIMEOUT, follow_redirects=False) as client:
             with client.stream(
-                "POST", outgoing.url, content=outgoing.body.encode(), headers=headers
+                "POST",
+                target.url,
+                content=outgoing.body.encode(),
+                headers=headers,
+                extensions=target.extensions,
             ) as response:
                 # The start of what it said, for the log; the rest is not read.
                 start = next(response.iter_bytes(SAID_CHARS), b"")

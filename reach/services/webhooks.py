@@ -10,6 +10,7 @@ from urllib.parse import urlsplit
 from django.db import transaction
 
 from conversations.models import Workspace
+from core import egress
 from core.errors import ApplicationError
 from core.ids import new_id
 
@@ -55,6 +56,12 @@ def clean_url(url) -> str:
         raise ApplicationError("invalid", "url: may not contain spaces.")
     if parts.username or parts.password:
         raise ApplicationError("invalid", "url: may not hold a user name or password.")
+    try:
+        egress.check_literal(parts.hostname)
+    except egress.Refused as refused:
+        raise ApplicationError(
+            "invalid", f"url: {refused} Webhooks go to public addresses only."
+        ) from None
     return url
 
 

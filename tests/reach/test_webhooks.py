@@ -309,6 +309,39 @@ def test_an_endpoint_refuses_to_post_to_a_url_that_is_not_http(make_server, peop
     assert receiver.received == []
 
 
+def test_webhooks_go_to_public_addresses_only_unless_the_operator_lets_them_in(
+    make_server, people, receiver
+):
+    # The receiver listens on loopback, as a service inside the network would.
+    server = make_server(PARLEY_WEBHOOK_PRIVATE_ADDRESSES="0")
+    alice = server.client(people.alice)
+    for url in ("http://127.0.0.1:9/hook", "http://[::1]/hook", "http://169.254.169.254/latest"):
+        refused = alice.post("/api/workspaces/team/webhooks/", json={"url": url})
+        assert refused.status_code == 400, refused.text
+        assert "is not a public address" in refused.json()["error"]["message"]
+    assert not WebhookEndpoint.objects.exists()
+    # A name is checked when something is sent: one that resolves inside is refused then, for
+    # good, and nothing reaches the receiver (nor does the test event).
+    named = receiver.url.replace("127.0.0.1", "localhost")
+    created = alice.post("/api/workspaces/team/webhooks/", json={"url": named})
+    assert created.status_code == 201, created.text
+    receiver.secret = created.json()["secret"]
+    test = alice.post(f"/api/webhooks/{created.json()['id']}/test/").json()
+    assert test["ok"] is False and "which is not a public address" in test["response"]
+    cid = create_conversation(alice)
+    start(alice, cid, [ask(kind="confirm", prompt="Anyone?")])
+    wait_pending(alice, cid)
+    (delivery,) = settled(created.json()["id"], 1)
+    assert delivery.status == "failed" and delivery.attempts == 1
+    assert delivery.reason.startswith("Refused: localhost resolves to ")
+    assert receiver.received == []
+    # The operator lets them in: the same endpoint is reached.
+    inside = make_server(PARLEY_WEBHOOK_PRIVATE_ADDRESSES="1")
+    test = inside.client(people.alice).post(f"/api/webhooks/{created.json()['id']}/test/")
+    assert test.json()["ok"] is True
+    assert [event.type for event in receiver.received] == ["webhook.test"]
+
+
 def test_a_test_event_is_signed_and_says_how_it_went(make_server, people, receiver):
     server = make_server()
     alice = server.client(people.alice)
