@@ -100,5 +100,12 @@ def test_make_run_sends_links_that_lead_back_to_itself(tmp_path, mailbox):
         assert shown.json()["me"]["username"] == "alice"
         alice.close()
     finally:
+        # Stopped as a newcomer stops it (Ctrl-C reaches make and Daphne). How it stops is not
+        # what this test is about: one that lingers (seen once, in a loaded full run, and not
+        # since) is made to stop, not waited for.
         os.killpg(run.pid, signal.SIGINT)
-        run.wait(timeout=60)
+        try:
+            run.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            os.killpg(run.pid, signal.SIGKILL)
+            run.wait(timeout=30)
