@@ -46,31 +46,6 @@ def name_of(user) -> str:
     return (user.get_full_name() or user.get_username()) if user else ""
 
 
-def describe_answer(selection: Selection) -> str:
-    """An answer as people read it (the page's describeAnswer): option labels for values,
-    yes or no, quoted text, a form's field titles."""
-    answer = selection.answer
-    if answer is None:
-        return ""
-    if selection.kind == Selection.Kind.CHOICE:
-        labels = {option["value"]: option["label"] for option in selection.options}
-        values = answer if isinstance(answer, list) else [answer]
-        return ", ".join(labels.get(value, f"“{value}”") for value in values)
-    if selection.kind == Selection.Kind.CONFIRM:
-        return "yes" if answer else "no"
-    if selection.kind == Selection.Kind.TEXT:
-        return f"“{answer}”"
-    if selection.kind == Selection.Kind.FORM and isinstance(answer, dict):
-        properties = (selection.schema or {}).get("properties", {})
-        shown = []
-        for key, value in answer.items():
-            title = properties.get(key, {}).get("title") or key
-            text = ("yes" if value else "no") if isinstance(value, bool) else str(value)
-            shown.append(f"{title}: {text}")
-        return "; ".join(shown)
-    return str(answer)
-
-
 def outcome_line(selection: Selection) -> str:
     """How a settled question reads: "Answered by Bob Brown in Slack: Ship it"."""
     words = OUTCOME_WORDS.get(selection.status, selection.status.title())
@@ -78,7 +53,7 @@ def outcome_line(selection: Selection) -> str:
         words += f" by {name_of(selection.answered_by)}"
     if selection.answered_via:
         words += f" {Via(selection.answered_via).label}"
-    if answer := describe_answer(selection):
+    if answer := selection.answer_in_words():
         words += f": {answer}"
     return words
 

@@ -40,33 +40,10 @@ def _questions(count: int) -> str:
     return f"{count} question" if count == 1 else f"{count} questions"
 
 
-def answer_in_words(selection: Selection) -> str:
-    """How a question's answer reads to a person, as on the conversation page: option labels
-    for values, yes or no, a form's field titles with their values."""
-    answer = selection.answer
-    if selection.kind == Selection.Kind.CHOICE:
-        labels = {option["value"]: option["label"] for option in selection.options}
-        values = answer if isinstance(answer, list) else [answer]
-        return ", ".join(labels.get(value, f"“{value}”") for value in values)
-    if selection.kind == Selection.Kind.CONFIRM:
-        return "yes" if answer else "no"
-    if selection.kind == Selection.Kind.TEXT:
-        return f"“{answer}”"
-    if selection.kind == Selection.Kind.FORM:
-        fields = selection.schema["properties"]
-        # By field name: the same on every database (PostgreSQL's jsonb keeps no key order).
-        return "; ".join(
-            f"{fields.get(name, {}).get('title') or name}: "
-            + (("yes" if value else "no") if isinstance(value, bool) else str(value))
-            for name, value in sorted(answer.items())
-        )
-    return str(answer)
-
-
 def settled_in_words(selection: Selection) -> str:
     """What became of a question: 'Question “Which database?” answered: PostgreSQL.'"""
     if selection.status == Selection.Status.ANSWERED:
-        return f"{question_named(selection)} answered: {_short(answer_in_words(selection), 100)}."
+        return f"{question_named(selection)} answered: {_short(selection.answer_in_words(), 100)}."
     return f"{question_named(selection)} {selection.get_status_display().lower()}."
 
 

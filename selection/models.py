@@ -139,6 +139,30 @@ class Selection(models.Model):
             "escalated_at": format_ts(self.escalated_at) if self.escalated_at else None,
         }
 
+    def answer_in_words(self) -> str:
+        """How its answer reads to a person, as on the conversation page: option labels for
+        values, yes or no, quoted text, a form's field titles with their values ("" for none)."""
+        answer = self.answer
+        if answer is None:
+            return ""
+        if self.kind == self.Kind.CHOICE:
+            labels = {option["value"]: option["label"] for option in self.options}
+            values = answer if isinstance(answer, list) else [answer]
+            return ", ".join(labels.get(value, f"“{value}”") for value in values)
+        if self.kind == self.Kind.CONFIRM:
+            return "yes" if answer else "no"
+        if self.kind == self.Kind.TEXT:
+            return f"“{answer}”"
+        if self.kind == self.Kind.FORM and isinstance(answer, dict):
+            fields = (self.schema or {}).get("properties", {})
+            # By field name: the same on every database (PostgreSQL's jsonb keeps no key order).
+            return "; ".join(
+                f"{fields.get(name, {}).get('title') or name}: "
+                + (("yes" if value else "no") if isinstance(value, bool) else str(value))
+                for name, value in sorted(answer.items())
+            )
+        return str(answer)
+
     def outcome(self) -> dict:
         """What its agent is told once it is settled: status, answer, and who answered."""
         return {
