@@ -7,7 +7,7 @@ PORT ?= 8000
 # The browser tests drive Debian's Chromium through Playwright: nothing is downloaded at test time.
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: run test bench fuzz soak lint format clean chromium services cluster
+.PHONY: run test bench fuzz soak lint format clean chromium services cluster clients
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -20,6 +20,21 @@ $(VENV)/.installed: requirements.txt | $(BIN)/python
 $(VENV)/.installed-dev: requirements-dev.txt requirements.txt | $(BIN)/python
 	$(BIN)/pip install --quiet -r requirements-dev.txt
 	touch $@ $(VENV)/.installed
+
+# Client software Parley did not write, for the tests that drive it (tests/clients/): npm packages
+# from its lock file, and Python clients in a virtualenv of their own (they need MCP 2.x).
+CLIENTS := .venv-clients
+$(CLIENTS)/.installed: tests/clients/requirements.txt
+	$(PYTHON) -m venv $(CLIENTS)
+	$(CLIENTS)/bin/pip install --quiet --upgrade pip
+	$(CLIENTS)/bin/pip install --quiet -r tests/clients/requirements.txt
+	touch $@
+
+tests/clients/node_modules/.installed: tests/clients/package.json tests/clients/package-lock.json
+	npm ci --prefix tests/clients --no-audit --no-fund --loglevel=error
+	touch $@
+
+clients: $(CLIENTS)/.installed tests/clients/node_modules/.installed
 
 run: $(VENV)/.installed
 	$(BIN)/python manage.py migrate --noinput
@@ -49,7 +64,7 @@ services:
 # loopback). The two passes share nothing: each has its own scratch folder, database and ports.
 # The SQLite pass prints as it goes; the PostgreSQL pass's output follows once both have ended.
 PG_LOG := test-artifacts/test-postgresql.log
-test: $(VENV)/.installed-dev chromium services
+test: $(VENV)/.installed-dev chromium services clients
 	$(BIN)/ruff check .
 	@mkdir -p test-artifacts
 	@$(BIN)/python -m ops.servers -- $(BIN)/pytest -p no:cacheprovider \
@@ -85,4 +100,4 @@ format: $(VENV)/.installed-dev
 	$(BIN)/ruff format .
 
 clean:
-	rm -rf $(VENV) var .pytest_cache .ruff_cache test-artifacts
+	rm -rf $(VENV) $(CLIENTS) tests/clients/node_modules var .pytest_cache .ruff_cache test-artifacts
