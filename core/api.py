@@ -8,7 +8,7 @@ import threading
 from django.conf import settings
 from django.core.exceptions import PermissionDenied, RequestDataTooBig
 from django.http import Http404, HttpResponse
-from drf_spectacular.utils import extend_schema, inline_serializer
+from drf_spectacular.utils import OpenApiResponse, extend_schema, inline_serializer
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 from rest_framework import exceptions as drf_exceptions
 from rest_framework import serializers
@@ -21,7 +21,8 @@ from core.throttles import throttled
 
 
 class ErrorSerializer(serializers.Serializer):
-    """The error body every API answers with (for the OpenAPI schema)."""
+    """The body of every error answer: `code`, for programs to tell errors apart, and
+    `message`, for people (some errors add fields beside them)."""
 
     error = inline_serializer(
         "ErrorBody", {"code": serializers.CharField(), "message": serializers.CharField()}
@@ -33,9 +34,23 @@ def error_responses(*statuses: int, body: bool = False) -> dict:
     person) and 429 (a token from an address locked out); with ``body``, 413 and 415 too (too
     large, or not JSON)."""
     return {
-        status: ErrorSerializer
+        status: OpenApiResponse(ErrorSerializer, description=ERRORS[status])
         for status in sorted({*statuses, 401, 429, *((413, 415) if body else ())})
     }
+
+
+# What each error status means, for the schema's readers.
+ERRORS = {
+    400: "Bad input: the message names the problem; nothing changed",
+    401: "No credentials, or credentials that are not good",
+    403: "You may see this but not do it (a viewer acting, an answer not yours to give)",
+    404: "No such thing, or one in a workspace you are not in",
+    409: "It conflicts with the state it is in (the code says how)",
+    410: "The question expired",
+    413: "The body is too large",
+    415: "The body is not JSON",
+    429: "Past one of your limits: come back after Retry-After seconds",
+}
 
 
 # Strict input fields: DRF's own coerce ("true" and 1 are true, 123 is "123"); the API takes

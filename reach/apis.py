@@ -129,6 +129,9 @@ class NotificationsApi(APIView):
     @extend_schema(
         responses={200: NotificationsSerializer, **error_responses()},
         summary="Your notification settings, and the channels set up for you",
+        description="Anyone signed in, for themselves: which questions reach you by email, in "
+        "Slack and in the browser (`off`, `addressed`: those addressed to you, `all`), your "
+        "quiet hours and time zone, and which of those channels this server has set up.",
     )
     def get(self, request):
         preference = preference_for(request.user)
@@ -138,6 +141,8 @@ class NotificationsApi(APIView):
         request=InputSerializer,
         responses={200: NotificationsSerializer, **error_responses(400, body=True)},
         summary="Change your notification settings (what you leave out stays as it is)",
+        description="Anyone signed in, for themselves. Answers your settings as they now are; "
+        "400 for a value that is not one of the choices, and nothing changes.",
     )
     def put(self, request):
         payload = self.InputSerializer(data=request.data)
@@ -189,6 +194,9 @@ class SelectionDeliveriesApi(APIView):
     @extend_schema(
         responses={200: DeliverySerializer(many=True), **error_responses(403, 404)},
         summary="Where a question went: each email, Slack message and webhook, and how it went",
+        description="Who may read the question may read this. Answers each delivery of the "
+        "question: its channel, why it was sent (asked, reminded, escalated, settled), to whom "
+        "or where, and its status, in words too.",
     )
     def get(self, request, selection_id):
         selection = selection_access(user=request.user, selection_id=selection_id)

@@ -78,6 +78,9 @@ class WebhookEndpointListCreateApi(APIView):
     @extend_schema(
         responses={200: EndpointOutputSerializer(many=True), **error_responses(403, 404)},
         summary="A workspace's webhook endpoints (owners)",
+        description="Owners of the workspace only (members and viewers get 403). Answers each "
+        "endpoint: its URL, description, event types and whether it is enabled; never its "
+        "secret.",
     )
     def get(self, request, slug):
         workspace = workspace_owner_access(user=request.user, slug=slug, doing="see its webhooks")
@@ -91,6 +94,9 @@ class WebhookEndpointListCreateApi(APIView):
             **error_responses(400, 403, 404, 409, body=True),
         },
         summary="Add a webhook endpoint (owners); its secret is in this answer only",
+        description="Owners of the workspace only. Answers 201 with the endpoint and its signing "
+        "secret, which no later answer shows: keep it to verify the signatures of what "
+        "Parley sends there.",
     )
     def post(self, request, slug):
         workspace = workspace_owner_access(user=request.user, slug=slug, doing="add webhooks")
@@ -119,6 +125,7 @@ class WebhookEndpointDetailApi(APIView):
     @extend_schema(
         responses={200: EndpointOutputSerializer, **error_responses(403, 404)},
         summary="A webhook endpoint (owners; never its secret)",
+        description="Owners of its workspace only. Answers the endpoint, without its secret.",
     )
     def get(self, request, endpoint_id):
         endpoint = webhook_endpoint_access(user=request.user, endpoint_id=endpoint_id)
@@ -128,6 +135,8 @@ class WebhookEndpointDetailApi(APIView):
         request=InputSerializer,
         responses={200: EndpointOutputSerializer, **error_responses(400, 403, 404, body=True)},
         summary="Change a webhook endpoint's URL, description, event types, or enable it",
+        description="Owners of its workspace only. What you leave out stays as it is. Answers "
+        "the endpoint as it now is, without its secret.",
     )
     def patch(self, request, endpoint_id):
         endpoint = webhook_endpoint_access(user=request.user, endpoint_id=endpoint_id)
@@ -142,6 +151,8 @@ class WebhookEndpointDetailApi(APIView):
         request=None,
         responses={204: None, **error_responses(403, 404)},
         summary="Delete a webhook endpoint and its delivery log",
+        description="Owners of its workspace only. Answers 204 with no body; nothing more is "
+        "sent there.",
     )
     def delete(self, request, endpoint_id):
         endpoint = webhook_endpoint_access(user=request.user, endpoint_id=endpoint_id)
@@ -184,6 +195,9 @@ class WebhookDeliveryListApi(APIView):
     @extend_schema(
         responses={200: OutputSerializer(many=True), **error_responses(400, 403, 404)},
         summary="A webhook endpoint's delivery log, newest first, with every attempt",
+        description="Owners of its workspace only. A page at a time (`limit`, `offset`): each "
+        "delivery (its webhook-id, event, question, status) with every attempt made: when it "
+        "started and finished, whether it worked, what the endpoint answered.",
     )
     def get(self, request, endpoint_id):
         endpoint = webhook_endpoint_access(user=request.user, endpoint_id=endpoint_id)
@@ -204,6 +218,8 @@ class WebhookEndpointTestApi(APIView):
         request=None,
         responses={200: OutputSerializer, **error_responses(403, 404)},
         summary="Send a webhook endpoint a signed webhook.test event now",
+        description="Owners of its workspace only. Sends the event at once, signed as every "
+        "delivery is, and answers how it went: whether the endpoint took it, and its answer.",
     )
     def post(self, request, endpoint_id):
         endpoint = webhook_endpoint_access(user=request.user, endpoint_id=endpoint_id)
@@ -241,6 +257,8 @@ class WorkspaceChannelsApi(APIView):
     @extend_schema(
         responses={200: OutputSerializer, **error_responses(403, 404)},
         summary="A workspace's channels (owners)",
+        description="Owners of the workspace only. Answers where the workspace's questions are "
+        "posted: its Slack channel, if it has one.",
     )
     def get(self, request, slug):
         return self._answer(workspace_owner_access(user=request.user, slug=slug))
@@ -249,6 +267,8 @@ class WorkspaceChannelsApi(APIView):
         request=InputSerializer,
         responses={200: OutputSerializer, **error_responses(400, 403, 404, body=True)},
         summary="Set a workspace's Slack channel (owners)",
+        description="Owners of the workspace only. Answers the workspace's channels as they "
+        "now are; 400 for a channel that is not a Slack channel id.",
     )
     def put(self, request, slug):
         workspace = workspace_owner_access(user=request.user, slug=slug)

@@ -83,6 +83,11 @@ class SelectionListApi(APIView):
         ],
         responses={200: SelectionSerializer(many=True), **error_responses(400, 403, 404)},
         summary="Questions you may answer, those addressed to you first, then the oldest",
+        description="Anyone signed in: the questions of your workspaces that you may answer "
+        "(as an owner or member; one addressed to someone else only if you are an owner), "
+        "filtered by "
+        "`status`, `conversation` and `addressee=me`. Each is the question as "
+        "`GET /api/selections/{id}/` gives it.",
     )
     def get(self, request):
         status = request.query_params.get("status")
@@ -124,6 +129,9 @@ class WaitingApi(APIView):
     @extend_schema(
         responses={200: OutputSerializer, **error_responses()},
         summary="What waits for you: every pending question you may answer, everywhere",
+        description="Anyone signed in: `count` pending questions you may answer, `for_me` how "
+        "many are addressed to you, and `results`, each question with where it was asked "
+        "(`workspace`, `conversation_title`, `started_by`) and your `role` there.",
     )
     def get(self, request):
         results = selectors.waiting_for(user=request.user)
@@ -139,7 +147,14 @@ class WaitingApi(APIView):
 
 @link_scoped
 class SelectionDetailApi(APIView):
-    @extend_schema(responses={200: SelectionSerializer, **error_responses(403, 404)})
+    @extend_schema(
+        responses={200: SelectionSerializer, **error_responses(403, 404)},
+        summary="One question",
+        description="Owners and members of its conversation's workspace (a viewer gets 403), "
+        "or an answer link's holder for its own question. Answers the question: its kind and "
+        "what it asks, its status and, once settled, its answer, who gave it (`answered_by`), "
+        "when and where (`answered_via`).",
+    )
     def get(self, request, selection_id):
         selection = selection_access(user=request.user, selection_id=selection_id)
         return Response(SelectionSerializer(selection).data)
@@ -162,6 +177,9 @@ class SelectionLinkApi(APIView):
     @extend_schema(
         responses={200: OutputSerializer, **error_responses(403, 404, 410)},
         summary="A question with where it was asked: what an answer link's page shows",
+        description="Who may read the question may read this, an answer link's holder too. "
+        "Answers the question with its conversation, workspace, who started the turn that "
+        "asks it, that turn's input (cut short), whom the credentials are for and their role.",
     )
     def get(self, request, selection_id):
         selection = selection_access(user=request.user, selection_id=selection_id)
@@ -208,6 +226,14 @@ class SelectionReplyApi(PooledApiView):
         request=InputSerializer,
         responses={200: SelectionSerializer, **error_responses(400, 403, 404, 409, 410, body=True)},
         summary="Answer, dismiss or decline a question (the first answer wins)",
+        description="Owners and members of its workspace may reply, but a question addressed "
+        "to someone is theirs or an owner's (others get 403); so may an answer link's holder. "
+        "Send `answer` (its shape depends on the question's kind) or `action`: `dismiss` or "
+        "`decline`. "
+        "Answers 200 with the settled question, and the waiting turn goes on. 400 "
+        "`invalid_answer` for an answer that does not fit; 409 `already_resolved` when "
+        "another reply came first (with the winning `status`, `answer` and `answered_by`); "
+        "410 once it expired.",
     )
     def post(self, request, selection_id):
         payload = self.InputSerializer(data=request.data)
@@ -244,6 +270,10 @@ class SelectionBrowseApi(APIView):
         parameters=[OpenApiParameter("path", str, description="A folder inside the root")],
         responses={200: OutputSerializer, **ERRORS},
         summary="List a folder inside a pending path question's root",
+        description="Those who may answer the question may browse, while it is pending. "
+        "Answers the folder's `path` (relative to the question's root), its `parent` and its "
+        "`entries` (`name`, `path`, `kind`, `size`, `selectable`: whether the question takes "
+        "it). 400 `not_a_path_question` or `invalid_path`; 404 for a folder that is not there.",
     )
     def get(self, request, selection_id):
         selection = selection_access(user=request.user, selection_id=selection_id, answering=True)

@@ -36,8 +36,10 @@ class ConversationPermissionsSerializer(serializers.Serializer):
 
 
 class ConversationOutputSerializer(serializers.Serializer):
-    """A conversation as the caller sees it. The context gives ``user`` and, for a single
-    conversation, ``role`` (a list's rows carry theirs)."""
+    """A conversation as you see it: your role in its workspace, and what you may do to it."""
+
+    # The context gives ``user`` and, for a single conversation, ``role`` (a list's rows carry
+    # theirs).
 
     id = serializers.CharField()
     workspace = serializers.CharField(source="workspace.slug")
@@ -75,6 +77,9 @@ class WorkspaceListApi(APIView):
     @extend_schema(
         responses={200: OutputSerializer(many=True), **error_responses()},
         summary="Your workspaces and roles",
+        description="The workspaces you belong to, each with its `slug` (how the rest of the API "
+        "names it), its `name` and your `role` there: `owner`, `member` or `viewer`. Anyone "
+        "signed in; an empty list if you belong to none.",
     )
     def get(self, request):
         workspaces = selectors.workspaces_for_user(user=request.user)
@@ -114,6 +119,10 @@ class ConversationListCreateApi(APIView):
         ],
         responses={200: ConversationOutputSerializer(many=True), **error_responses(400)},
         summary="Conversations in your workspaces, latest activity first",
+        description="The conversations of every workspace you belong to, whatever your role, a "
+        "page at a time (`limit`, `offset`; the answer has `count`, `next` and `previous`). "
+        "Each has its `latest_seq`, its active turn if one runs, your `role` and `permissions` "
+        "(whether you may rename, archive or delete it).",
     )
     def get(self, request):
         search = request.query_params.get("q", "").strip()
@@ -135,6 +144,10 @@ class ConversationListCreateApi(APIView):
             **error_responses(400, 403, 404, 429, body=True),
         },
         summary="Start a conversation",
+        description="Owners and members of the workspace may start one (a viewer gets 403). "
+        "`agent` names the agent that answers in it (Parley's default when left out; "
+        "400 `unknown_agent` for one that does not exist) and `model` one of the models that "
+        "agent offers. Answers 201 with the conversation; 429 `throttled` past your rate.",
     )
     def post(self, request):
         payload = self.InputSerializer(data=request.data)
@@ -188,7 +201,14 @@ class ConversationDetailApi(APIView):
                 )
             return attrs
 
-    @extend_schema(responses={200: ConversationOutputSerializer, **error_responses(404)})
+    @extend_schema(
+        responses={200: ConversationOutputSerializer, **error_responses(404)},
+        summary="One conversation",
+        description="Anyone in its workspace may read it. Answers the conversation: its "
+        "`latest_seq` (the seq of its last event, to read or tail from), its last activity, "
+        "whether it is archived, its active turn if one runs, your `role` and `permissions`. "
+        "404 for no such conversation or one in a workspace you are not in.",
+    )
     def get(self, request, conversation_id):
         conversation, membership = conversation_access(
             user=request.user, conversation_id=conversation_id
@@ -205,6 +225,9 @@ class ConversationDetailApi(APIView):
             **error_responses(400, 403, 404, body=True),
         },
         summary="Rename, archive or unarchive a conversation (owners, and members theirs)",
+        description="Owners may change any conversation of the workspace, members those they "
+        "started, viewers none (403). Send `title`, `archived` or both; any other field is "
+        "refused (400) and nothing changes. Answers the conversation as it now is.",
     )
     def patch(self, request, conversation_id):
         payload = self.InputSerializer(data=request.data)
@@ -227,6 +250,9 @@ class ConversationDetailApi(APIView):
         request=None,
         responses={204: None, **error_responses(403, 404, 409)},
         summary="Delete a conversation and everything in it (owners; 409 while a turn runs)",
+        description="Owners of its workspace only. Deletes the conversation with its turns, "
+        "events and questions, and answers 204 with no body. 409 `turn_in_progress` while a "
+        "turn is active: stop it first.",
     )
     def delete(self, request, conversation_id):
         conversation, membership = conversation_access(

@@ -1,8 +1,10 @@
 """The REST API for a conversation's events: a page of them, a turn-by-turn history, and the
 tail as Server-Sent Events."""
 
+from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import (
     OpenApiParameter,
+    OpenApiResponse,
     extend_schema,
     extend_schema_serializer,
 )
@@ -51,6 +53,10 @@ class ConversationEventsApi(PooledApiView):
         ],
         responses={200: OutputSerializer, **error_responses(400, 404)},
         summary="A page of a conversation's events, in seq order",
+        description="Anyone in its workspace may read them. Answers the events with a seq "
+        "greater than `after_seq`, oldest first, each the event envelope, with `latest_seq`, "
+        "`next_after_seq` (the `after_seq` of the next page) and `has_more`. 400 for an "
+        "`after_seq` past the conversation's latest.",
     )
     def get(self, request, conversation_id):
         conversation, _ = conversation_access(user=request.user, conversation_id=conversation_id)
@@ -101,8 +107,10 @@ class ConversationHistoryApi(PooledApiView):
         ],
         responses={200: OutputSerializer, **error_responses(400, 404)},
         summary="The latest turns, whole, the newest last (a page reads history backwards)",
-        description="Every event of each turn in seq order, except the text deltas of turns "
-        "that ended (their `message.completed` carries the whole text).",
+        description="Anyone in its workspace may read them. Every event of each turn in seq "
+        "order, except the text deltas of turns that ended (their `message.completed` carries "
+        "the whole text); with the conversation's `latest_seq`, to go on live from, and "
+        "`first_turn` and `has_earlier` to page further back.",
     )
     def get(self, request, conversation_id):
         conversation, _ = conversation_access(user=request.user, conversation_id=conversation_id)
@@ -127,19 +135,21 @@ class ConversationHistoryApi(PooledApiView):
         return Response(self.OutputSerializer(body).data)
 
 
-class TailEventSerializer(serializers.Serializer):
-    """One event of the stream: a stored event (its envelope), or `done` at the end."""
-
-    id = serializers.CharField(required=False, help_text="The event's seq (none on `done`)")
-    event = serializers.ChoiceField(
-        choices=["message", "done", "error"],
-        help_text="`done` last, once the stream ends; or `error` (`access_removed`, "
-        "`fell_behind`) if it ends early",
-    )
-    data = serializers.CharField(
-        help_text='The event\'s envelope as JSON; on `done`, {"latest_seq": N}; on `error`, '
-        '{"error": {"code", "message"}}'
-    )
+# The stream as the schema declares it: text (generated clients read it whole, or stream it
+# themselves), each frame's shape in words, its data the event envelope (the `Event` component).
+TAIL_STREAM = OpenApiResponse(
+    response=OpenApiTypes.STR,
+    description=(
+        "A stream of Server-Sent Events (text, not one JSON document), frames separated by a "
+        "blank line. Each stored event is a frame `id: <seq>` + `data: <the event envelope as "
+        "JSON>` (the `Event` schema), with no `event:` name, so an EventSource's `onmessage` sees "
+        "them all; the first frame also carries `retry:` (milliseconds before reconnecting). "
+        'The stream ends with `event: done` and `data: {"latest_seq": N}`, or, if it ends '
+        'early, `event: error` and `data: {"error": {"code", "message"}}` (`access_removed`, '
+        "or `fell_behind` with `last_event_id`: reconnect with Last-Event-ID). A `: keep-alive` "
+        "comment comes every 15 s while nothing happens."
+    ),
+)
 
 
 class ConversationTailApi(PooledApiView):
@@ -154,11 +164,16 @@ class ConversationTailApi(PooledApiView):
                 "Last-Event-ID",
                 whole_number(),
                 location=OpenApiParameter.HEADER,
-                description="Sent by reconnecting EventSource clients; wins over from_seq",
+                description="The last `id` you have, as a reconnecting EventSource sends it; "
+                "wins over from_seq. At or past the end of a turn that ended: 204.",
             ),
         ],
         responses={
-            (200, "text/event-stream"): TailEventSerializer,
+            (200, "text/event-stream"): TAIL_STREAM,
+            204: OpenApiResponse(
+                description="Nothing more will come: a reconnect whose Last-Event-ID is at or "
+                "past the end of a turn that has ended. An EventSource stops reconnecting."
+            ),
             **{
                 (status, "application/json"): body
                 for status, body in error_responses(400, 404, 429).items()
@@ -166,12 +181,13 @@ class ConversationTailApi(PooledApiView):
         },
         summary="Tail a conversation as Server-Sent Events",
         description=(
-            "Every event with seq > from_seq, then live events until the turn that was active "
-            "when you connected ends, then an `event: done`. Each frame carries `id: <seq>`; "
-            "a `: keep-alive` comment comes every 15 s. A client that stops reading gets an "
-            "`event: error` (`fell_behind`) and the tail ends: reconnect with Last-Event-ID. "
-            "429 `too_many_tails` (with Retry-After) when the caller has as many tails open as "
-            "they may."
+            "Every stored event with seq > from_seq (or > Last-Event-ID), then live events until "
+            "the turn that was active when you connected ends, then `event: done`; with no turn "
+            "active it replays what is stored and ends. Anyone in the conversation's workspace "
+            "may tail it, viewers too. A turn is tailable the moment starting it returns. The "
+            "answer is `text/event-stream`: read it as a stream (or whole, once it ends), not as "
+            "JSON. 429 `too_many_tails` (with Retry-After) when you have as many tails open as "
+            "you may; errors are JSON."
         ),
     )
     def get(self, request, conversation_id):

@@ -71,6 +71,13 @@ class TurnStartApi(PooledApiView):
         request=InputSerializer,
         responses={202: OutputSerializer, **error_responses(400, 403, 404, 409, 429, body=True)},
         summary="Start a turn (returns at once; the turn is tailable from that moment)",
+        description="Owners and members may start a turn (a viewer gets 403) when none is "
+        "active (409 `turn_in_progress` names the one that is). `input` is what the agent is "
+        "asked; with `interactive: false` it never waits for a person (its questions are told "
+        "at once that nobody can answer); with `confirm_writes: false` it writes and renames "
+        "files without asking first. Answers 202 at once with the turn's id and the `seq` of "
+        "its `turn.started` event: the turn runs on, its events readable from that seq "
+        "(events, tail, WebSocket). 429 `throttled` past your rate of turns.",
     )
     def post(self, request, conversation_id):
         payload = self.InputSerializer(data=request.data)
@@ -104,6 +111,10 @@ class TurnSteerApi(PooledApiView):
         request=InputSerializer,
         responses={202: OutputSerializer, **error_responses(400, 403, 404, 409, body=True)},
         summary="Add input to the active turn (409 no_active_turn / turn_mismatch)",
+        description="Owners and members may steer (a viewer gets 403). Name the turn you mean "
+        "in `expected_turn_id`: 409 `no_active_turn` if none runs, `turn_mismatch` (naming the "
+        "active `turn`) if another does. No new turn starts; the agent sees the input at its "
+        "next step. Answers 202 with the turn and the `seq` of its `turn.steered` event.",
     )
     def post(self, request, conversation_id):
         payload = self.InputSerializer(data=request.data)
@@ -135,6 +146,10 @@ class TurnCancelApi(PooledApiView):
         request=InputSerializer,
         responses={202: OutputSerializer, **error_responses(400, 403, 404, 409, body=True)},
         summary="Stop the active turn (it ends with turn.cancelled)",
+        description="Owners and members may stop a turn (a viewer gets 403). Name it in "
+        "`turn_id`: 409 `no_active_turn` if none runs, `turn_mismatch` if another does. Its "
+        "pending questions are cancelled. Answers 202 with the turn and its status now; the "
+        "turn's last event, `turn.cancelled`, follows.",
     )
     def post(self, request, conversation_id):
         payload = self.InputSerializer(data=request.data)
@@ -150,7 +165,14 @@ class TurnCancelApi(PooledApiView):
 
 
 class ConversationInFlightApi(PooledApiView):
-    @extend_schema(responses={200: InFlightOutputSerializer, **error_responses(404)})
+    @extend_schema(
+        responses={200: InFlightOutputSerializer, **error_responses(404)},
+        summary="What is running in a conversation, and the questions it waits on",
+        description="Anyone in its workspace may ask. Answers whether a turn is in flight, "
+        "which (`turn`, `status`: `running` or `awaiting_input`), the conversation's "
+        "`latest_seq` and its `pending_selections`: the questions waiting for an answer, each "
+        "as `GET /api/selections/{id}/` gives it. What a client reconnecting needs first.",
+    )
     def get(self, request, conversation_id):
         conversation, _ = conversation_access(user=request.user, conversation_id=conversation_id)
         (payload,) = in_flight_payloads([conversation])
@@ -161,6 +183,9 @@ class InFlightListApi(PooledApiView):
     @extend_schema(
         responses={200: InFlightOutputSerializer(many=True), **error_responses()},
         summary="Every conversation you can see that has a turn in flight",
+        description="Anyone signed in: for each conversation of your workspaces with a turn "
+        "running or waiting on a person, what `GET /api/conversations/{id}/in-flight/` "
+        "answers. An empty list when nothing runs.",
     )
     def get(self, request):
         payloads = in_flight_payloads(selectors.in_flight_for_user(user=request.user))
