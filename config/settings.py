@@ -382,6 +382,9 @@ PARLEY_WS_MAX_FRAME_BYTES = env.int("PARLEY_WS_MAX_FRAME_BYTES", default=64 * 10
 PARLEY_SOCKET_BUFFER_BYTES = env.int("PARLEY_SOCKET_BUFFER_BYTES", default=256 * 1024)
 PARLEY_SOCKET_STALL_SECONDS = env.float("PARLEY_SOCKET_STALL_SECONDS", default=15.0)
 PARLEY_SSE_KEEPALIVE_SECONDS = env.float("PARLEY_SSE_KEEPALIVE_SECONDS", default=15.0)
+# How long an EventSource waits before reconnecting after a cut (sent as `retry:` with a tail's
+# first frame).
+PARLEY_SSE_RETRY_SECONDS = env.float("PARLEY_SSE_RETRY_SECONDS", default=2.0)
 # What one person may hold open at once, over every process (refused past it: a socket closed
 # with 4429, a tail or an MCP session answered 429), and how often they may start turns, create
 # conversations and have questions asked on their behalf ("N/s", "N/min", "N/hour", "N/day";

@@ -1,12 +1,13 @@
 """Tailing a conversation as Server-Sent Events: replay from a seq, follow live until the turn
 that was active ends, then ``event: done``; a client that stops reading costs a bounded buffer,
-and its tail ends with ``event: error`` (``fell_behind``)."""
+and its tail ends with ``event: error`` (``fell_behind``). A reconnect with nothing left to give
+is answered 204, which tells an EventSource not to come back."""
 
 import asyncio
 import logging
 
 from django.conf import settings
-from django.http import StreamingHttpResponse
+from django.http import HttpResponse, StreamingHttpResponse
 
 from . import revocation, selectors
 from .events import encode
@@ -68,6 +69,9 @@ async def tail_stream(
     (``fell_behind``) and the tail ends. ``slot`` (the reader's place among their tails, see
     core.slots) is given back when the tail ends, however it ends."""
     keepalive = settings.PARLEY_SSE_KEEPALIVE_SECONDS
+    # Sent with the first frame, whatever it is: a field alone in its own block is an empty
+    # event to some clients (httpx-sse yields it), where EventSource would ignore it.
+    retry = f"retry: {round(settings.PARLEY_SSE_RETRY_SECONDS * 1000)}\n"
     stall = settings.PARLEY_SOCKET_STALL_SECONDS
     sent = after_seq
     flow = None
@@ -118,7 +122,8 @@ async def tail_stream(
                     if not await room():
                         behind = True
                         break
-                    yield chunk
+                    yield retry + chunk
+                    retry = ""
                     cut = last is None
                     if not cut:
                         sent = last
@@ -130,7 +135,7 @@ async def tail_stream(
         if slot is not None:
             await asyncio.shield(slot.release())
     if feed.interrupted:
-        yield sse_frame(encode({"error": REVOKED}), event="error")
+        yield retry + sse_frame(encode({"error": REVOKED}), event="error")
     elif behind:
         TAILS_BEHIND.inc()
         logger.info(
@@ -143,9 +148,11 @@ async def tail_stream(
         # stream ends; nothing is added after it.
         if not cut:
             error = {**FELL_BEHIND, "last_event_id": sent}
-            yield sse_frame(encode({"error": error}), event="error")
+            yield retry + sse_frame(encode({"error": error}), event="error")
     else:
-        yield sse_frame(encode({"latest_seq": sent}), event="done")
+        # With an id, so that an EventSource that reconnects (it does, unless closed) sends it as
+        # Last-Event-ID, even when no event came before it, and is answered 204.
+        yield retry + sse_frame(encode({"latest_seq": sent}), id=sent, event="done")
 
 
 def _slices(frames: list):
@@ -173,6 +180,20 @@ def _slices(frames: list):
             chunk, size = [], 0
     if chunk:
         yield "".join(chunk), seq
+
+
+def tail_finished(conversation, *, after_seq: int) -> bool:
+    """Whether a tail resumed after ``after_seq`` (a reconnect's Last-Event-ID) has nothing to
+    give: no event stored after it and no turn running. A turn started since is not finished:
+    its events are after ``after_seq``, and the tail gives them, to that turn's end."""
+    return conversation.active_turn_id is None and after_seq >= conversation.last_seq
+
+
+def tail_finished_response() -> HttpResponse:
+    """204 No Content: every EventSource stops reconnecting on it (WHATWG HTML, 9.2)."""
+    response = HttpResponse(status=204)
+    response["Cache-Control"] = "no-cache"
+    return response
 
 
 def tail_response(

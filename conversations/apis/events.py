@@ -22,7 +22,7 @@ from core.errors import ApplicationError, too_many
 from .. import selectors
 from ..access import conversation_access
 from ..events import check_seq_within, parse_seq
-from ..sse import tail_response
+from ..sse import tail_finished, tail_finished_response, tail_response
 from .common import (
     MAX_EVENTS_PAGE,
     EventSerializer,
@@ -196,9 +196,18 @@ class ConversationTailApi(PooledApiView):
         )
         # Both are checked: a bad from_seq is refused even beside a Last-Event-ID, which wins.
         after_seq = query_seq(request, "from_seq")
-        if (last_event_id := request.headers.get("Last-Event-ID")) is not None:
+        last_event_id = request.headers.get("Last-Event-ID")
+        if last_event_id is not None:
             after_seq = parse_seq(last_event_id, "Last-Event-ID")
-        check_seq_within(after_seq, conversation.last_seq)
+        check_seq_within(
+            after_seq,
+            conversation.last_seq,
+            "from_seq" if last_event_id is None else "Last-Event-ID",
+        )
+        # A reconnect whose tail ended (its `done` has an id, so an EventSource sends one): 204
+        # stops the EventSource rather than giving it `done` again, every retry, for ever.
+        if last_event_id is not None and tail_finished(conversation, after_seq=after_seq):
+            return tail_finished_response()
         slot = slots.acquire_blocking(slots.TAILS, request.user.pk)
         if slot is None:
             most = slots.limit(slots.TAILS)
