@@ -192,6 +192,7 @@ def tail_finished(conversation, *, after_seq: int) -> bool:
 def tail_finished_response() -> HttpResponse:
     """204 No Content: every EventSource stops reconnecting on it (WHATWG HTML, 9.2)."""
     response = HttpResponse(status=204)
+    del response["Content-Type"]  # no body, so no type
     response["Cache-Control"] = "no-cache"
     return response
 
