@@ -148,10 +148,12 @@ def test_a_generated_client_answers_a_question_and_reads_events_and_the_tail(
     tail = steps["tail"]
     assert tail["status"] == 200 and tail["parsed_is_text"]
     assert tail["content_type"].startswith("text/event-stream")
-    ids = [int(i) for i in re.findall(r"^id: (\d+)$", tail["text"], re.M)]
+    # Each event's id; `done` has one too (the last seq), for an EventSource to come back with.
+    ids = [int(i) for i in re.findall(r"^id: (\d+)\ndata: ", tail["text"], re.M)]
     assert ids == events["seqs"]
+    latest = events["latest_seq"]
     assert re.search(
-        rf'event: done\ndata: \{{"latest_seq": ?{events["latest_seq"]}\}}', tail["text"]
+        rf'id: {latest}\nevent: done\ndata: \{{"latest_seq": ?{latest}\}}', tail["text"]
     )
 
     # And Parley agrees: bob answered it, through the API, and REST says so too.
