@@ -37,19 +37,29 @@ async def http(scope, receive, send):
     return await django_asgi_app(scope, receive, send)
 
 
-_mcp = None  # the MCP endpoint, once its module is imported whole
+_mcp: asyncio.Task | None = None  # the import of the MCP endpoint (see _mcp_endpoint)
 
 
 async def _mcp_endpoint():
     """The MCP endpoint, imported at its first request, in a thread: the SDK takes a second to
     import, which a process that never serves MCP (and every server the tests start) saves.
-    Requests that come while it is being imported wait for the import to finish (Python's
-    import lock), rather than finding the module half made in ``sys.modules``."""
+    The import runs once, in a task that every request coming meanwhile awaits (several threads
+    importing at once would meet the module half made in ``sys.modules``); a request cancelled
+    meanwhile does not cancel it, and one that failed is tried again by the next request."""
     global _mcp
     if _mcp is None:
+        _mcp = asyncio.get_running_loop().create_task(_import_mcp(), name="parley-mcp-import")
+    return await asyncio.shield(_mcp)
+
+
+async def _import_mcp():
+    global _mcp
+    try:
         module = await asyncio.to_thread(importlib.import_module, "external.server")
-        _mcp = module.endpoint
-    return _mcp
+    except BaseException:
+        _mcp = None
+        raise
+    return module.endpoint
 
 
 router = ProtocolTypeRouter(

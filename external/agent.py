@@ -19,7 +19,12 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 
+from django.utils import timezone
+
 from conversations.agents import Agent
+from core.dbthreads import run_db
+
+from . import tasks
 
 logger = logging.getLogger(__name__)
 
@@ -31,19 +36,52 @@ class LinkEnded(Exception):
 
 
 class Command:
-    """One thing the session asked the turn to do, and its result once done."""
+    """One thing the session asked the turn to do, and its result once done. ``ttl``: the
+    command is an MCP task's, which outlives the session and is cut short after ``ttl``
+    seconds; ``cut``: a coroutine function that ends the command's wait from outside (for a
+    question: cancels it, so that it is settled before its tool call ends), returning False if
+    there was nothing to end yet (the command's task is then cancelled)."""
 
-    def __init__(self, work: Work):
+    def __init__(self, work: Work, *, ttl: float | None = None, cut=None):
         self.work = work
+        self.ttl = ttl
+        self._cut = cut
+        self._cutting = False
         self.future: asyncio.Future = asyncio.get_running_loop().create_future()
         self.task: asyncio.Task | None = None
 
+    @property
+    def is_task(self) -> bool:
+        return self.ttl is not None
+
+    async def cut(self) -> None:
+        """The session gave up on it (its request was cancelled, the session ended, or the
+        task's ttl ran out): end it where it is, once."""
+        if self._cutting:
+            return
+        self._cutting = True
+        if self._cut is not None and await self._cut():
+            return
+        if self.task is None:
+            self.future.cancel()
+            return
+        self.task.cancel()
+        await asyncio.gather(self.task, return_exceptions=True)
+        if self._cut is not None:
+            await self._cut()  # stored meanwhile: settled all the same
+
     def cancel(self) -> None:
-        """The session gave up on it (its request was cancelled): stop it where it is."""
+        """Stop it where it is (the turn was stopped or handed back)."""
         if self.task is not None:
             self.task.cancel()
         else:
             self.future.cancel()
+
+
+SESSION_ENDED_NOTICE = (
+    "The outside agent's session ended; its questions asked as tasks stay open until answered "
+    "(or until their time runs out), and the turn ends with the last of them."
+)
 
 
 class Link:
@@ -54,49 +92,89 @@ class Link:
         self._queue: asyncio.Queue[Command | None] = asyncio.Queue()
         self.ended = asyncio.Event()
         self._notice: str | None = None
+        self._session_gone = False
+        self._running: dict[asyncio.Task, Command] = {}
+        self._background: set[asyncio.Task] = set()
 
-    def submit(self, work: Work) -> Command:
+    def submit(self, work: Work, *, ttl: float | None = None, cut=None) -> Command:
         """Hand the turn something to do; its result comes on ``command.future`` (cancelled
         if the turn is stopped or ends first). Raises LinkEnded if the turn takes no more."""
-        if self.ended.is_set():
+        if self.ended.is_set() or self._session_gone:
             raise LinkEnded(self.turn_id)
-        command = Command(work)
+        command = Command(work, ttl=ttl, cut=cut)
         self._queue.put_nowait(command)
         return command
 
     def close(self, *, notice: str | None = None) -> None:
-        """The session ended: the agent cuts short what still waits and ends the turn, telling
-        everyone watching ``notice`` if given (a link whose turn never started serving is
-        forgotten here too)."""
+        """End the turn now: the agent cuts short everything still waiting, tasks included,
+        and ends the turn, telling everyone watching ``notice`` if given (a link whose turn
+        never started serving is forgotten here too)."""
         _links.pop(self.turn_id, None)
         if notice is not None and not self.ended.is_set():
             self._notice = notice
         self._queue.put_nowait(None)
 
+    def session_ended(self) -> None:
+        """The session ended (DELETE, idle): what is not a task is cut short; the turn goes on
+        while tasks of it are still working, and ends with the last of them."""
+        if self._session_gone:
+            return
+        self._session_gone = True
+        _links.pop(self.turn_id, None)
+        self._queue.put_nowait(_SESSION_ENDED)
+
     async def serve(self, ctx) -> None:
         """Run the session's commands until it ends (or Stop cancels this)."""
-        running: set[asyncio.Task] = set()
         try:
             while (command := await self._queue.get()) is not None:
+                if command is _SESSION_ENDED:
+                    for other in list(self._running.values()):
+                        if not other.is_task:
+                            self._in_background(other.cut())
+                    if any(other.is_task for other in self._running.values()):
+                        ctx.notice("session_ended", SESSION_ENDED_NOTICE)
+                    self._end_if_idle()
+                    continue
                 if command.future.cancelled():
                     continue
                 command.task = asyncio.create_task(self._do(ctx, command))
-                running.add(command.task)
-                command.task.add_done_callback(running.discard)
+                self._running[command.task] = command
+                command.task.add_done_callback(self._done)
         finally:
             self.ended.set()
             _links.pop(self.turn_id, None)
+            running = list(self._running)
             for task in running:
                 task.cancel()
             if running:
                 await asyncio.gather(*running, return_exceptions=True)
             while not self._queue.empty():
-                if (left := self._queue.get_nowait()) is not None:
+                if isinstance(left := self._queue.get_nowait(), Command):
                     left.future.cancel()
         if self._notice is not None:
             ctx.notice("session_ended", self._notice)
 
+    def _done(self, task: asyncio.Task) -> None:
+        self._running.pop(task, None)
+        self._end_if_idle()
+
+    def _end_if_idle(self) -> None:
+        """Once the session has gone, the turn ends with its last task."""
+        if self._session_gone and not self._running:
+            self._queue.put_nowait(None)
+
+    def _in_background(self, coroutine) -> None:
+        task = asyncio.get_running_loop().create_task(coroutine)
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
     async def _do(self, ctx, command: Command) -> None:
+        expiry = None
+        if command.is_task:
+            # A task lives for its ttl: then its question is cut short (cancelled).
+            expiry = asyncio.get_running_loop().call_later(
+                command.ttl, lambda: self._in_background(command.cut())
+            )
         try:
             result = await command.work(ctx)
         except asyncio.CancelledError:
@@ -106,10 +184,16 @@ class Link:
             if not command.future.done():
                 command.future.set_exception(exc)
             return
+        finally:
+            if expiry is not None:
+                expiry.cancel()
         if steering := ctx.steering():
             result = {**result, "steering": steering}
         if not command.future.done():
             command.future.set_result(result)
+
+
+_SESSION_ENDED = object()  # queued when the session ends (see Link.session_ended)
 
 
 _links: dict[str, Link] = {}
@@ -137,7 +221,13 @@ class ExternalAgent(Agent):
         await link.serve(ctx)
 
     async def _without_session(self, ctx) -> None:
-        answers = await ctx.settle_outstanding()
+        # Questions asked as tasks are cut short when their tasks' time runs out, as they
+        # would have been in the process that asked them.
+        expiring = asyncio.get_running_loop().create_task(_expire_tasks(ctx.turn_id))
+        try:
+            answers = await ctx.settle_outstanding()
+        finally:
+            expiring.cancel()
         logger.info(
             "Outside agent's turn %s resumed without its session; %d question(s) settled",
             ctx.turn_id,
@@ -148,3 +238,10 @@ class ExternalAgent(Agent):
             "The outside agent's session ended when its server stopped; the answers given are "
             "kept for it.",
         )
+
+
+async def _expire_tasks(turn_id: str) -> None:
+    """Cancel the question of each task of the turn still working once its time runs out."""
+    for selection_id, expires_at in await run_db(tasks.turn_deadlines, turn_id=turn_id):
+        await asyncio.sleep(max(0.0, (expires_at - timezone.now()).total_seconds()))
+        await run_db(tasks.question_cancel, selection_id=selection_id, user=None)

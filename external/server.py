@@ -15,7 +15,8 @@ A session works in one conversation (named by the first tool call that needs one
 then, titled after the client): its activity is a turn of the ``external`` agent (see
 external.agent), which streams to everyone watching, asks the team, takes steering and is
 stopped like any other turn. The session ending (the client's DELETE, or
-PARLEY_MCP_IDLE_TIMEOUT_SECONDS with no request in flight) ends the turn.
+PARLEY_MCP_IDLE_TIMEOUT_SECONDS with no request in flight) cuts short the calls still waiting;
+questions asked as tasks outlive it (see external.agent), and the turn ends with the last.
 """
 
 import asyncio
@@ -143,7 +144,7 @@ async def _get_task_result(request: types.GetTaskPayloadRequest) -> types.GetTas
     while task.status == "working":
         await asyncio.sleep(settings.PARLEY_SELECTION_POLL_SECONDS)
         task = await _user_task(task_id)
-    if task.status == "cancelled":
+    if task.status == "cancelled" and task.result is None:
         structured = {"status": "cancelled", "question": task.selection_id}
         result = tool_result(structured, "You cancelled this question.")
     elif task.status == "failed":

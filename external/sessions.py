@@ -19,6 +19,7 @@ from conversations.models import Conversation, Membership, Turn, Workspace, new_
 from conversations.services import conversation_create, turn_start
 from core.dbthreads import run_db
 from core.errors import ApplicationError
+from core.process import server_loop
 from core.throttles import rate_check
 
 from .agent import LinkEnded, link_open
@@ -56,6 +57,7 @@ class Session:
         self.lost: str | None = None  # why the session lost its access, once it has
         self._held: revocation.Held | None = None
         self._binding = asyncio.Lock()
+        self.ended = False
 
     def know(self, context) -> None:
         request = context.request
@@ -101,24 +103,11 @@ class Session:
             if self.link is None:
                 await self.workspace_for(arguments)
                 # The link is open before the turn starts: its agent, launched the moment the
-                # turn is committed, finds it there.
-                link = link_open(new_turn_id())
-                try:
-                    turn = await run_db(
-                        _begin,
-                        user=self.user,
-                        conversation=self.conversation,
-                        workspace=arguments.get("workspace"),
-                        title=self.client,
-                        input=f"{self.client} is working here through MCP.",
-                        turn_id=link.turn_id,
-                    )
-                except BaseException:
-                    link.close()
-                    raise
-                self.turn_id, self.link = link.turn_id, link
-                if self.conversation is None:
-                    self._bind(turn.conversation)
+                # turn is committed, finds it there. Started whole even if this request is
+                # cancelled meanwhile (the session's end then ends it).
+                begun = asyncio.ensure_future(self._begin(link_open(new_turn_id()), arguments))
+                begun.add_done_callback(lambda done: done.cancelled() or done.exception())
+                await asyncio.shield(begun)
             else:
                 # Access was checked when the turn started and is followed live since (the
                 # hold): no look-up per call.
@@ -127,6 +116,26 @@ class Session:
             if self.link.ended.is_set():
                 raise LinkEnded(self.turn_id)
             return self.link
+
+    async def _begin(self, link, arguments: dict) -> None:
+        try:
+            turn = await run_db(
+                _begin,
+                user=self.user,
+                conversation=self.conversation,
+                workspace=arguments.get("workspace"),
+                title=self.client,
+                input=f"{self.client} is working here through MCP.",
+                turn_id=link.turn_id,
+            )
+        except BaseException:
+            link.close()
+            raise
+        self.turn_id, self.link = link.turn_id, link
+        if self.conversation is None:
+            self._bind(turn.conversation)
+        if self.ended:
+            self._end_link()  # the session ended while its turn was being started
 
     def _bind(self, conversation: Conversation) -> None:
         """The session works in ``conversation`` from now on, and holds the right to act in its
@@ -152,9 +161,34 @@ class Session:
             )
 
     def end(self) -> None:
-        revocation.let_go(self._held)
-        if self.link is not None:
-            self.link.close()
+        """The session ended (DELETE, idle, the process stopping): what still waits without a
+        task is cut short; its turn goes on while questions asked as tasks are open (access
+        still followed), and ends with the last of them."""
+        self.ended = True
+        if self.link is None:
+            revocation.let_go(self._held)
+        else:
+            self._end_link()
+
+    def _end_link(self) -> None:
+        link = self.link
+        if server_loop.draining:
+            # Handed back with the process's turns: resumed elsewhere without its session.
+            link.close()
+        else:
+            link.session_ended()
+        held = self._held
+
+        async def let_go_at_the_end():
+            await link.ended.wait()
+            revocation.let_go(held)
+
+        task = asyncio.get_running_loop().create_task(let_go_at_the_end())
+        _ending.add(task)
+        task.add_done_callback(_ending.discard)
+
+
+_ending: set[asyncio.Task] = set()
 
 
 def _place(*, user, conversation_id, workspace) -> tuple[Conversation | None, Workspace]:

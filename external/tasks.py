@@ -49,10 +49,27 @@ def task_create(*, task_id: str, user, turn_id: str, selection_id: str, ttl_seco
 
 
 def task_deliver(*, task_id: str, result: dict, failed: bool = False) -> None:
-    """The turn's agent has the task's result: keep it (unless the task was cancelled)."""
-    status = ExternalTask.Status.FAILED if failed else ExternalTask.Status.COMPLETED
+    """The turn's agent has the task's result: keep it (unless the task was cancelled). A
+    question cancelled (the team's Stop, its cancel in Parley, access taken away) cancels its
+    task."""
+    if failed:
+        status = ExternalTask.Status.FAILED
+    elif result.get("status") == "cancelled":
+        status = ExternalTask.Status.CANCELLED
+    else:
+        status = ExternalTask.Status.COMPLETED
     ExternalTask.objects.filter(pk=task_id, status=ExternalTask.Status.WORKING).update(
         status=status, result=result, updated_at=timezone.now()
+    )
+
+
+def turn_deadlines(*, turn_id: str) -> list[tuple[str, object]]:
+    """The questions of the turn's tasks still working, with when each task expires, soonest
+    first."""
+    return list(
+        ExternalTask.objects.filter(turn_id=turn_id, status=ExternalTask.Status.WORKING)
+        .order_by("expires_at")
+        .values_list("selection_id", "expires_at")
     )
 
 
@@ -73,12 +90,14 @@ def _settle_from_question(task: ExternalTask) -> ExternalTask:
         return task
     selection = Selection.objects.filter(pk=task.selection_id).select_related("answered_by").first()
     if selection is not None and not selection.is_pending:
-        task.status = ExternalTask.Status.COMPLETED
         task.result = question_result(selection.outcome(), selection_id=selection.pk)
+        cancelled = task.result["status"] == Selection.Status.CANCELLED
+        task.status = ExternalTask.Status.CANCELLED if cancelled else ExternalTask.Status.COMPLETED
     elif selection is None and (
         Turn.objects.filter(pk=task.turn_id).exclude(status__in=Turn.ACTIVE_STATUSES).exists()
     ):
-        task.status = ExternalTask.Status.COMPLETED
+        # Never asked: nothing completed.
+        task.status = ExternalTask.Status.CANCELLED
         task.result = stopped_result("Its turn ended before the question was asked.")
     else:
         return task
@@ -115,7 +134,9 @@ def task_cancel(*, user, task_id: str) -> ExternalTask | None:
     return task
 
 
-def question_cancel(*, selection_id: str, user) -> None:
-    """Cancel an outside agent's question, if it was stored and is still open."""
+def question_cancel(*, selection_id: str, user) -> bool | None:
+    """Cancel an outside agent's question if it is still open: True if it was cancelled now,
+    False if it was settled already, None if it was not stored (yet)."""
     if selection := Selection.objects.filter(pk=selection_id).first():
-        selection_cancel(selection=selection, user=user)
+        return selection_cancel(selection=selection, user=user)
+    return None

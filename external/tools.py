@@ -176,25 +176,42 @@ async def _ask(session: Session, arguments: dict, context):
             selection_id=answer.selection_id,
         )
 
-    command = link.submit(work)
+    async def cut() -> bool:
+        # Cancelled first, so that its selection.resolved comes before the tool's end; False
+        # if it is not stored yet (the command is then cancelled).
+        cancelled = await run_db(
+            tasks.question_cancel, selection_id=selection_id, user=session.user
+        )
+        return cancelled is not None
+
+    ttl = _task_ttl(context) if context.experimental.is_task else None
+    command = link.submit(work, ttl=ttl, cut=cut)
     session.asked.append(selection_id)
-    if context.experimental.is_task:
-        return await _as_task(session, context, command, selection_id)
+    if ttl is not None:
+        # Kept once submitted, whatever becomes of this request or its session meanwhile.
+        begun = asyncio.ensure_future(_as_task(session, command, selection_id, ttl))
+        return await asyncio.shield(begun)
     try:
         structured = await _waiting(command, context)
     except asyncio.CancelledError:
         # The client cancelled its call (or the session ended): the question goes with it,
         # unless this process is stopping (questions outlive a restart).
-        command.cancel()
-        if not server_loop.draining:
-            _in_background(
-                run_db(tasks.question_cancel, selection_id=selection_id, user=session.user)
-            )
+        if server_loop.draining:
+            command.cancel()
+        else:
+            _in_background(command.cut())
         raise
     except LinkEnded:
         session.check_access()
         structured = tasks.stopped_result(await stopped_message(session.turn_id))
     return with_steering(structured, answer_text(structured))
+
+
+def _task_ttl(context) -> float:
+    """The task's ttl in seconds: the one asked for, at most PARLEY_MCP_TASK_TTL_SECONDS."""
+    longest = settings.PARLEY_MCP_TASK_TTL_SECONDS
+    asked = context.experimental.task_metadata.ttl
+    return longest if asked is None else max(1, min(asked / 1000, longest))
 
 
 async def _waiting(command, context) -> dict:
@@ -230,12 +247,10 @@ def _in_background(coroutine) -> None:
     task.add_done_callback(_background.discard)
 
 
-async def _as_task(session: Session, context, command, selection_id: str):
+async def _as_task(session: Session, command, selection_id: str, ttl: float):
     """A task-augmented call: answer at once with the task; its result is kept with it, in
-    the database, for tasks/get and tasks/result from any session (see external.tasks)."""
-    default_ttl = settings.PARLEY_MCP_TASK_TTL_SECONDS
-    asked_ttl = context.experimental.task_metadata.ttl
-    ttl = default_ttl if asked_ttl is None else max(1, min(asked_ttl / 1000, default_ttl))
+    the database, for tasks/get and tasks/result from any session (see external.tasks). The
+    task outlives its session: the turn goes on while it works."""
     task_id = "task_" + selection_id.removeprefix("s_")
     task = await run_db(
         tasks.task_create,
@@ -252,8 +267,9 @@ async def _as_task(session: Session, context, command, selection_id: str):
         except (asyncio.CancelledError, LinkEnded):
             turn = await run_db(turn_with_stopper, session.turn_id)
             if turn is None or turn.cancel_requested_at is None:
-                # Not stopped: this process is going away. The question stays open, and the
-                # task gets what it comes to from the question itself (see external.tasks).
+                # Not stopped: this process is going away, access was taken away, or the
+                # task's time ran out. What the task comes to is read from its question
+                # (see external.tasks).
                 return
             structured = tasks.stopped_result(stop_message(turn))
         except Exception as exc:
@@ -402,5 +418,9 @@ def _status_message(task) -> str | None:
     if task.status == "working":
         return "Waiting for the team to answer in Parley."
     if task.status == "cancelled":
-        return "Cancelled by the outside agent."
+        if task.result is None:
+            return "Cancelled by the outside agent."
+        if task.result.get("stopped"):
+            return task.result["message"]
+        return "The question was cancelled in Parley."
     return None
