@@ -120,7 +120,7 @@ class Link:
         if self._session_gone:
             return
         self._session_gone = True
-        _links.pop(self.turn_id, None)
+        # Left in _links: a turn whose agent has not started yet still finds its link.
         self._queue.put_nowait(_SESSION_ENDED)
 
     async def serve(self, ctx) -> None:

@@ -238,11 +238,45 @@ class Endpoint:
             holder = [slot]
             _opening_slot.set(holder)
         try:
-            await manager.handle_request(scope, receive, send)
+            await manager.handle_request(scope, receive, _no_answer_when_cancelled(send))
         finally:
             if holder:
                 # No session took it (the request was refused, or failed).
                 await asyncio.shield(holder.pop().release())
+
+
+def _no_answer_when_cancelled(send):
+    """``send``, less the answer the SDK (1.x: RequestResponder.cancel) sends to a request the
+    client cancelled (``notifications/cancelled``): the protocol says a cancelled request gets
+    no response, and clients log this one as an unknown message id. That answer is the last
+    event of its request's stream, which then ends without it."""
+
+    async def sending(message) -> None:
+        if message["type"] == "http.response.body" and _is_cancelled_answer(
+            message.get("body", b"")
+        ):
+            return
+        await send(message)
+
+    return sending
+
+
+def _is_cancelled_answer(body: bytes) -> bool:
+    if b'"Request cancelled"' not in body:
+        return False
+    for line in body.splitlines():
+        if line.startswith(b"data:"):
+            try:
+                message = orjson.loads(line[5:])
+            except orjson.JSONDecodeError:
+                return False
+            error = message.get("error") if isinstance(message, dict) else None
+            return (
+                isinstance(error, dict)
+                and error.get("code") == 0
+                and error.get("message") == "Request cancelled"
+            )
+    return False
 
 
 def _token_from(scope) -> str | None:
