@@ -62,7 +62,15 @@ class _ClosedStreamFilter(logging.Filter):
 
     def filter(self, record: logging.LogRecord) -> bool:
         error = record.exc_info[1] if record.exc_info else None
-        return not isinstance(error, anyio.ClosedResourceError)
+        return error is None or not _only_closed_streams(error)
+
+
+def _only_closed_streams(error: BaseException) -> bool:
+    """Whether ``error`` is a closed stream, or a group of nothing else (a request's message
+    handed to a session its DELETE had just closed)."""
+    if isinstance(error, BaseExceptionGroup):
+        return all(_only_closed_streams(inner) for inner in error.exceptions)
+    return isinstance(error, anyio.ClosedResourceError)
 
 
 logging.getLogger("mcp.server.streamable_http").addFilter(_ClosedStreamFilter())

@@ -46,3 +46,31 @@ async def test_a_task_is_answered_after_its_server_restarted(make_server, people
     assert of_type(events, "turn.resumed")
     assert of_type(events, "turn.notice")[-1]["data"]["kind"] == "session_ended"
     assert events[-1]["type"] == "turn.completed"
+
+
+async def test_a_task_whose_session_had_ended_is_answered_after_a_restart(make_server, people):
+    first = make_server()
+    async with mcp_session(first.url, people.bob.token) as mcp:
+        asked = {"kind": "confirm", "prompt": "Migrate tonight?"}
+        created = await mcp.experimental.call_tool_as_task("ask", asked, ttl=600_000)
+    # The session ended (its DELETE): the turn is held open for its task alone, and then
+    # its process restarts.
+    async with first.async_client(people.alice) as rest:
+        question = await pending_question(rest)
+    await asyncio.to_thread(first.stop)
+    second = make_server()
+    async with second.async_client(people.alice) as rest:
+        await reply_to(rest, question, answer=False)
+        events = await turn_events(rest, question["conversation"], timeout=60)
+    async with mcp_session(second.url, people.bob.token) as mcp:
+        async with asyncio.timeout(30):
+            while True:
+                found = await mcp.experimental.get_task(created.task.taskId)
+                if found.status != "working":
+                    break
+                await asyncio.sleep(0.05)
+        assert found.status == "completed"
+        result = await mcp.experimental.get_task_result(created.task.taskId, types.CallToolResult)
+    assert result.structuredContent["answer"] is False
+    assert of_type(events, "turn.resumed")
+    assert events[-1]["type"] == "turn.completed"
