@@ -1,6 +1,7 @@
 """Plain helpers the test modules share (their fixtures live in the conftest.py files)."""
 
 import asyncio
+import contextlib
 import ctypes
 import html
 import json
@@ -516,6 +517,63 @@ async def turn_events(rest: httpx.AsyncClient, cid: str, *, until_end=True, time
             if ended or not until_end:
                 return events
             await asyncio.sleep(0.05)
+
+
+class ClientProgram:
+    """A client program Parley did not write, run as a subprocess against a live server (Node, or
+    Python in another virtualenv): what it prints, a line at a time, each wait bounded; where it
+    waits for the test (to answer a question first), a line written to its stdin."""
+
+    def __init__(self, process: asyncio.subprocess.Process):
+        self.process = process
+        self.said: list[str] = []
+
+    @classmethod
+    @contextlib.asynccontextmanager
+    async def run(cls, *command: str, env: dict, timeout: float = 120):
+        process = await asyncio.create_subprocess_exec(
+            *command,
+            cwd=settings.BASE_DIR,
+            env={**os.environ, "PYTHONUNBUFFERED": "1", **env},
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+        )
+        try:
+            async with asyncio.timeout(timeout):
+                yield cls(process)
+        finally:
+            if process.returncode is None:
+                process.kill()
+                await process.wait()
+
+    async def line(self, timeout: float = 60) -> str:
+        raw = await asyncio.wait_for(self.process.stdout.readline(), timeout)
+        if not raw:
+            stderr = (await self.process.stderr.read()).decode()
+            raise AssertionError(f"it ended, having said {self.said}; stderr: {stderr}")
+        self.said.append(raw.decode().rstrip("\n"))
+        return self.said[-1]
+
+    async def event(self, name: str, timeout: float = 60) -> dict:
+        """The next JSON line ``{"event": name, ...}`` it prints (a failure, if it says so)."""
+        while True:
+            said = json.loads(await self.line(timeout))
+            assert said["event"] != "failed", said["error"]
+            if said["event"] == name:
+                return said
+
+    async def tell(self, line: str) -> None:
+        self.process.stdin.write(line.encode() + b"\n")
+        await self.process.stdin.drain()
+
+    async def finish(self, timeout: float = 60) -> tuple[list[str], str]:
+        """What it prints until it exits (successfully), and its stderr."""
+        out, err = await asyncio.wait_for(self.process.communicate(), timeout)
+        rest = out.decode().splitlines()
+        self.said += rest
+        assert self.process.returncode == 0, (self.said, err.decode())
+        return rest, err.decode()
 
 
 # Metrics -----------------------------------------------------------------------------------------
