@@ -144,7 +144,7 @@ TAIL_STREAM = OpenApiResponse(
         "blank line. Each stored event is a frame `id: <seq>` + `data: <the event envelope as "
         "JSON>` (the `Event` schema), with no `event:` name, so an EventSource's `onmessage` sees "
         "them all; the first frame also carries `retry:` (milliseconds before reconnecting). "
-        'The stream ends with `event: done` and `data: {"latest_seq": N}`, or, if it ends '
+        'The stream ends with `id: N`, `event: done` and `data: {"latest_seq": N}`, or, if it ends '
         'early, `event: error` and `data: {"error": {"code", "message"}}` (`access_removed`, '
         "or `fell_behind` with `last_event_id`: reconnect with Last-Event-ID). A `: keep-alive` "
         "comment comes every 15 s while nothing happens."
@@ -165,14 +165,16 @@ class ConversationTailApi(PooledApiView):
                 whole_number(),
                 location=OpenApiParameter.HEADER,
                 description="The last `id` you have, as a reconnecting EventSource sends it; "
-                "wins over from_seq. At or past the end of a turn that ended: 204.",
+                "wins over from_seq. At the conversation's latest seq while no turn runs: 204; "
+                "past it: 400.",
             ),
         ],
         responses={
             (200, "text/event-stream"): TAIL_STREAM,
             204: OpenApiResponse(
-                description="Nothing more will come: a reconnect whose Last-Event-ID is at or "
-                "past the end of a turn that has ended. An EventSource stops reconnecting."
+                description="Nothing more will come: a reconnect whose Last-Event-ID is the "
+                "conversation's latest seq while no turn is running (a newer turn since is given "
+                "as a 200 stream). An EventSource stops reconnecting."
             ),
             **{
                 (status, "application/json"): body
