@@ -4,6 +4,7 @@ over Redis."""
 import asyncio
 
 import pytest
+from mcp import types
 
 from tests.helpers import (
     CEILING,
@@ -78,3 +79,28 @@ async def test_a_member_removed_on_b_loses_their_mcp_session_on_a(nodes, people)
         admin.close()
     assert of_type(events, "message.completed") == []
     assert of_type(events, "selection.resolved")[0]["data"]["status"] == "cancelled"
+
+
+async def test_a_task_asked_on_a_is_collected_on_b_after_its_session_ended(nodes, people):
+    a, b = nodes
+    async with mcp_session(a.url, people.bob.token) as mcp:
+        created = await mcp.experimental.call_tool_as_task("ask", CHOICE, ttl=600_000)
+    # The session on A has ended (DELETE); its task lives on, and its question stays open.
+    task_id = created.task.taskId
+    async with b.async_client(people.alice) as rest:
+        question = await pending_question(rest)
+        await reply_to(rest, question, answer="pg")
+        events = await turn_events(rest, question["conversation"])
+    async with mcp_session(b.url, people.bob.token) as later:
+        # tasks/result waits for the result, as the protocol says.
+        result = await asyncio.wait_for(
+            later.experimental.get_task_result(task_id, types.CallToolResult), CEILING
+        )
+        found = await later.experimental.get_task(task_id)
+    assert found.status == "completed"
+    assert result.structuredContent["answer"] == "pg"
+    assert result.structuredContent["answered_by"] == "alice"
+    # The turn, held open on A for its task, ended once the task was answered.
+    assert events[-1]["type"] == "turn.completed"
+    resolved = of_type(events, "selection.resolved")
+    assert [e["data"]["answered_by"]["username"] for e in resolved] == ["alice"]
