@@ -31,6 +31,11 @@ $(CLIENTS)/.installed: tests/clients/requirements.txt
 	touch $@
 
 tests/clients/node_modules/.installed: tests/clients/package.json tests/clients/package-lock.json
+	@command -v npm >/dev/null 2>&1 || { \
+	  echo "Installing Node.js and npm (the machine's package) for the client tests..."; \
+	  $(SUDO) apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends \
+	    nodejs npm >/dev/null; }
 	npm ci --prefix tests/clients --no-audit --no-fund --loglevel=error
 	touch $@
 
