@@ -94,7 +94,6 @@ class Link:
         self._notice: str | None = None
         self._session_gone = False
         self._running: dict[asyncio.Task, Command] = {}
-        self._background: set[asyncio.Task] = set()
 
     def submit(self, work: Work, *, ttl: float | None = None, cut=None) -> Command:
         """Hand the turn something to do; its result comes on ``command.future`` (cancelled
@@ -130,7 +129,7 @@ class Link:
                 if command is _SESSION_ENDED:
                     for other in list(self._running.values()):
                         if not other.is_task:
-                            self._in_background(other.cut())
+                            in_background(other.cut())
                     if any(other.is_task for other in self._running.values()):
                         ctx.notice("session_ended", SESSION_ENDED_NOTICE)
                     self._end_if_idle()
@@ -163,17 +162,12 @@ class Link:
         if self._session_gone and not self._running:
             self._queue.put_nowait(None)
 
-    def _in_background(self, coroutine) -> None:
-        task = asyncio.get_running_loop().create_task(coroutine)
-        self._background.add(task)
-        task.add_done_callback(self._background.discard)
-
     async def _do(self, ctx, command: Command) -> None:
         expiry = None
         if command.is_task:
             # A task lives for its ttl: then its question is cut short (cancelled).
             expiry = asyncio.get_running_loop().call_later(
-                command.ttl, lambda: self._in_background(command.cut())
+                command.ttl, lambda: in_background(command.cut())
             )
         try:
             result = await command.work(ctx)
@@ -194,6 +188,24 @@ class Link:
 
 
 _SESSION_ENDED = object()  # queued when the session ends (see Link.session_ended)
+
+_background: set[asyncio.Task] = set()
+
+
+def in_background(coroutine) -> asyncio.Task:
+    """Run ``coroutine`` on its own, held until it ends (the loop keeps only weak references)."""
+    task = asyncio.get_running_loop().create_task(coroutine)
+    _background.add(task)
+    task.add_done_callback(_background.discard)
+    return task
+
+
+async def whole(coroutine):
+    """``coroutine``'s result; it runs to its end even if the request awaiting it is cancelled
+    meanwhile (what it started must not be left half done)."""
+    task = in_background(coroutine)
+    task.add_done_callback(lambda done: done.cancelled() or done.exception())
+    return await asyncio.shield(task)
 
 
 _links: dict[str, Link] = {}

@@ -22,7 +22,7 @@ from core.errors import ApplicationError
 from core.process import server_loop
 from core.throttles import rate_check
 
-from .agent import LinkEnded, link_open
+from .agent import LinkEnded, in_background, link_open, whole
 
 _DOING = "ask the team"
 
@@ -105,9 +105,7 @@ class Session:
                 # The link is open before the turn starts: its agent, launched the moment the
                 # turn is committed, finds it there. Started whole even if this request is
                 # cancelled meanwhile (the session's end then ends it).
-                begun = asyncio.ensure_future(self._begin(link_open(new_turn_id()), arguments))
-                begun.add_done_callback(lambda done: done.cancelled() or done.exception())
-                await asyncio.shield(begun)
+                await whole(self._begin(link_open(new_turn_id()), arguments))
             else:
                 # Access was checked when the turn started and is followed live since (the
                 # hold): no look-up per call.
@@ -183,12 +181,7 @@ class Session:
             await link.ended.wait()
             revocation.let_go(held)
 
-        task = asyncio.get_running_loop().create_task(let_go_at_the_end())
-        _ending.add(task)
-        task.add_done_callback(_ending.discard)
-
-
-_ending: set[asyncio.Task] = set()
+        in_background(let_go_at_the_end())
 
 
 def _place(*, user, conversation_id, workspace) -> tuple[Conversation | None, Workspace]:

@@ -52,15 +52,17 @@ def task_deliver(*, task_id: str, result: dict, failed: bool = False) -> None:
     """The turn's agent has the task's result: keep it (unless the task was cancelled). A
     question cancelled (the team's Stop, its cancel in Parley, access taken away) cancels its
     task."""
-    if failed:
-        status = ExternalTask.Status.FAILED
-    elif result.get("status") == "cancelled":
-        status = ExternalTask.Status.CANCELLED
-    else:
-        status = ExternalTask.Status.COMPLETED
+    status = ExternalTask.Status.FAILED if failed else _status_of(result)
     ExternalTask.objects.filter(pk=task_id, status=ExternalTask.Status.WORKING).update(
         status=status, result=result, updated_at=timezone.now()
     )
+
+
+def _status_of(result: dict) -> str:
+    """A settled task's status from its result: a question cancelled (or never asked) cancels
+    its task; any other end completes it."""
+    cancelled = result.get("status") == Selection.Status.CANCELLED
+    return ExternalTask.Status.CANCELLED if cancelled else ExternalTask.Status.COMPLETED
 
 
 def turn_deadlines(*, turn_id: str) -> list[tuple[str, object]]:
@@ -91,8 +93,7 @@ def _settle_from_question(task: ExternalTask) -> ExternalTask:
     selection = Selection.objects.filter(pk=task.selection_id).select_related("answered_by").first()
     if selection is not None and not selection.is_pending:
         task.result = question_result(selection.outcome(), selection_id=selection.pk)
-        cancelled = task.result["status"] == Selection.Status.CANCELLED
-        task.status = ExternalTask.Status.CANCELLED if cancelled else ExternalTask.Status.COMPLETED
+        task.status = _status_of(task.result)
     elif selection is None and (
         Turn.objects.filter(pk=task.turn_id).exclude(status__in=Turn.ACTIVE_STATUSES).exists()
     ):

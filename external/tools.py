@@ -25,7 +25,7 @@ from core.process import server_loop
 from selection.models import Selection
 
 from . import tasks
-from .agent import LinkEnded
+from .agent import LinkEnded, in_background, whole
 from .sessions import Refused, Session, stop_message, stopped_message, turn_with_stopper
 
 INSTRUCTIONS = (
@@ -189,8 +189,7 @@ async def _ask(session: Session, arguments: dict, context):
     session.asked.append(selection_id)
     if ttl is not None:
         # Kept once submitted, whatever becomes of this request or its session meanwhile.
-        begun = asyncio.ensure_future(_as_task(session, command, selection_id, ttl))
-        return await asyncio.shield(begun)
+        return await whole(_as_task(session, command, selection_id, ttl))
     try:
         structured = await _waiting(command, context)
     except asyncio.CancelledError:
@@ -199,7 +198,7 @@ async def _ask(session: Session, arguments: dict, context):
         if server_loop.draining:
             command.cancel()
         else:
-            _in_background(command.cut())
+            in_background(command.cut())
         raise
     except LinkEnded:
         session.check_access()
@@ -238,15 +237,6 @@ async def _waiting(command, context) -> dict:
     return command.future.result()
 
 
-_background: set[asyncio.Task] = set()
-
-
-def _in_background(coroutine) -> None:
-    task = asyncio.get_running_loop().create_task(coroutine)
-    _background.add(task)
-    task.add_done_callback(_background.discard)
-
-
 async def _as_task(session: Session, command, selection_id: str, ttl: float):
     """A task-augmented call: answer at once with the task; its result is kept with it, in
     the database, for tasks/get and tasks/result from any session (see external.tasks). The
@@ -279,7 +269,7 @@ async def _as_task(session: Session, command, selection_id: str, ttl: float):
             return
         await run_db(tasks.task_deliver, task_id=task_id, result=structured)
 
-    _in_background(deliver())
+    in_background(deliver())
     return types.CreateTaskResult(task=task_model(task))
 
 
