@@ -62,6 +62,16 @@ async def open_raw_session(http) -> dict:
     return headers
 
 
+def tool_call(request_id: int, name: str, arguments: dict, **params) -> dict:
+    """A JSON-RPC ``tools/call`` request, for raw HTTP (``params``: e.g. ``task={"ttl": ms}``)."""
+    return {
+        "jsonrpc": "2.0",
+        "id": request_id,
+        "method": "tools/call",
+        "params": {"name": name, "arguments": arguments, **params},
+    }
+
+
 def rpc_result(response) -> dict:
     """The JSON-RPC result in a response sent as JSON or as a stream of Server-Sent Events."""
     import json

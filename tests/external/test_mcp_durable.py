@@ -7,7 +7,7 @@ import httpx
 from mcp import types
 
 from tests.helpers import of_type, pending_question, reply_to, turn_events
-from tests.mcp_client import ACCEPT, mcp_session, open_raw_session, rpc_result
+from tests.mcp_client import ACCEPT, mcp_session, open_raw_session, rpc_result, tool_call
 
 
 async def test_a_task_is_answered_after_its_server_restarted(make_server, people):
@@ -15,16 +15,8 @@ async def test_a_task_is_answered_after_its_server_restarted(make_server, people
     headers = {"Accept": ACCEPT, "Authorization": f"Bearer {people.bob.token}"}
     async with httpx.AsyncClient(base_url=first.url, headers=headers, timeout=30) as http:
         session = await open_raw_session(http)
-        call = {
-            "jsonrpc": "2.0",
-            "id": 2,
-            "method": "tools/call",
-            "params": {
-                "name": "ask",
-                "arguments": {"kind": "confirm", "prompt": "Deploy on Friday?"},
-                "task": {"ttl": 600_000},
-            },
-        }
+        asked = {"kind": "confirm", "prompt": "Deploy on Friday?"}
+        call = tool_call(2, "ask", asked, task={"ttl": 600_000})
         task = rpc_result(await http.post("/mcp/", json=call, headers=session))["task"]
     assert task["status"] == "working"
     async with first.async_client(people.alice) as rest:

@@ -17,7 +17,14 @@ from external.models import ExternalTask
 from selection.models import Selection
 from selection.services import selection_cancel
 from tests.helpers import CHOICE, of_type, pending_question, reply_to, turn_events
-from tests.mcp_client import ACCEPT, INITIALIZE, mcp_session, open_raw_session, rpc_result
+from tests.mcp_client import (
+    ACCEPT,
+    INITIALIZE,
+    mcp_session,
+    open_raw_session,
+    rpc_result,
+    tool_call,
+)
 
 
 async def _settled(mcp, task_id: str, status: str) -> types.GetTaskResult:
@@ -26,15 +33,6 @@ async def _settled(mcp, task_id: str, status: str) -> types.GetTaskResult:
             assert found.status == "working", found
             await asyncio.sleep(0.05)
     return found
-
-
-def _call(request_id: int, name: str, arguments: dict, **params) -> dict:
-    return {
-        "jsonrpc": "2.0",
-        "id": request_id,
-        "method": "tools/call",
-        "params": {"name": name, "arguments": arguments, **params},
-    }
 
 
 async def _until(condition, timeout: float = 30):
@@ -93,9 +91,9 @@ async def test_a_session_ended_later_cuts_its_plain_call_and_keeps_its_task(serv
         server.async_client(people.alice) as rest,
     ):
         session = await open_raw_session(http)
-        as_task = _call(2, "ask", CHOICE, task={"ttl": 600_000})
+        as_task = tool_call(2, "ask", CHOICE, task={"ttl": 600_000})
         created = rpc_result(await http.post("/mcp/", json=as_task, headers=session))["task"]
-        plain = _call(3, "ask", {"kind": "text", "prompt": "Plain?"})
+        plain = tool_call(3, "ask", {"kind": "text", "prompt": "Plain?"})
         waiting = asyncio.create_task(http.post("/mcp/", json=plain, headers=session))
         found = await _until(lambda: _pending_at_least(rest, 2))
         plain = next(q for q in found if q["prompt"] == "Plain?")
@@ -184,16 +182,8 @@ async def test_a_task_asked_as_its_session_is_deleted_is_asked_or_never_was(serv
     async with httpx.AsyncClient(base_url=server.url, headers=headers, timeout=30) as http:
         for attempt in range(6):
             session = await open_raw_session(http)
-            call = {
-                "jsonrpc": "2.0",
-                "id": 2,
-                "method": "tools/call",
-                "params": {
-                    "name": "ask",
-                    "arguments": {"kind": "confirm", "prompt": f"Go {attempt}?"},
-                    "task": {"ttl": 600_000},
-                },
-            }
+            asked = {"kind": "confirm", "prompt": f"Go {attempt}?"}
+            call = tool_call(2, "ask", asked, task={"ttl": 600_000})
             asking = asyncio.create_task(http.post("/mcp/", json=call, headers=session))
             await asyncio.sleep(attempt * 0.01)
             await http.delete("/mcp/", headers=session)
@@ -219,12 +209,7 @@ async def test_a_cancelled_call_gets_no_response_and_its_question_settles_first(
         server.async_client(people.alice) as rest,
     ):
         session = await open_raw_session(http)
-        call = {
-            "jsonrpc": "2.0",
-            "id": 7,
-            "method": "tools/call",
-            "params": {"name": "ask", "arguments": {"kind": "text", "prompt": "Cancel me?"}},
-        }
+        call = tool_call(7, "ask", {"kind": "text", "prompt": "Cancel me?"})
         asking = asyncio.create_task(http.post("/mcp/", json=call, headers=session))
         question = await pending_question(rest)
         cancel = {
@@ -238,12 +223,7 @@ async def test_a_cancelled_call_gets_no_response_and_its_question_settles_first(
         assert answered.status_code == 200
         assert '"id":7' not in answered.text.replace(" ", ""), answered.text
         # The session goes on.
-        post = {
-            "jsonrpc": "2.0",
-            "id": 8,
-            "method": "tools/call",
-            "params": {"name": "post", "arguments": {"text": "Moving on"}},
-        }
+        post = tool_call(8, "post", {"text": "Moving on"})
         assert rpc_result(await http.post("/mcp/", json=post, headers=session))["structuredContent"]
         await http.delete("/mcp/", headers=session)
         events = await turn_events(rest, question["conversation"])
