@@ -71,7 +71,10 @@ def main(base_url: str, starter_token: str, answerer_token: str) -> None:
     turn = expect(started, TurnStarted)
     say("started", conversation=cid, turn=turn.turn, seq=turn.seq)
 
-    state = in_flight_until(starter, cid, lambda s: s.pending_selections)
+    # The question is stored a moment before the turn says it awaits input: wait for both.
+    state = in_flight_until(
+        starter, cid, lambda s: s.pending_selections and s.status == "awaiting_input"
+    )
     question = state.pending_selections[0].to_dict()
     say("asked", selection=question["id"], kind=question["kind"], status=state.status)
 
