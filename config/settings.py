@@ -82,6 +82,7 @@ INSTALLED_APPS = [
     "selection",
     "external",
     "reach",
+    "accounts",
 ]
 
 # Django's middleware, each in a subclass that runs on the event loop under ASGI rather than in

@@ -22,6 +22,7 @@ urlpatterns = [
     path("api/", include("conversations.urls")),
     path("api/", include("selection.urls")),
     path("", include("reach.urls")),
+    path("", include("accounts.urls")),
     path("api/schema/", SchemaView.as_view(), name="api-schema"),
     # Swagger UI with its start-up script at ?script (a file, not inline: see api_docs.html).
     path(

@@ -56,7 +56,16 @@ class Membership(models.Model):
     user = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="memberships"
     )
+    class Source(models.TextChoices):
+        """Where a membership came from. One the identity provider's roles claim made is
+        re-read at each sign-in (accounts.sso), and removed when the claim no longer names it."""
+
+        ADMIN = "admin", "Given by an admin"
+        INVITATION = "invitation", "Invitation"
+        SSO = "sso", "Identity provider"
+
     role = models.CharField(max_length=10, choices=Role.choices, default=Role.MEMBER)
+    source = models.CharField(max_length=12, choices=Source.choices, default=Source.ADMIN)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

@@ -1,0 +1,44 @@
+"""The admin's view of accounts: people's API tokens (revocable, never readable), invitations,
+and the audit log (read-only: it is append-only)."""
+
+from django.contrib import admin
+
+from .models import ApiToken, AuditEntry, Invitation
+
+
+@admin.register(AuditEntry)
+class AuditEntryAdmin(admin.ModelAdmin):
+    list_display = ["at", "action", "actor_name", "subject_name", "workspace_slug", "address"]
+    list_filter = ["action", "workspace_slug"]
+    search_fields = ["actor_name", "subject_name", "workspace_slug"]
+    date_hierarchy = "at"
+    readonly_fields = [field.name for field in AuditEntry._meta.fields]
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False
+
+
+@admin.register(Invitation)
+class InvitationAdmin(admin.ModelAdmin):
+    list_display = ["email", "workspace", "role", "invited_by", "created_at", "expires_at"]
+    list_filter = ["workspace", "role"]
+    search_fields = ["email"]
+    readonly_fields = ["created_at", "accepted_at", "accepted_by"]
+
+
+@admin.register(ApiToken)
+class ApiTokenAdmin(admin.ModelAdmin):
+    list_display = ["name", "user", "key_start", "created_at", "last_used_at", "expires_at"]
+    list_filter = ["revoked_at"]
+    search_fields = ["name", "user__username"]
+    readonly_fields = ["key_start", "created_at", "last_used_at"]
+    exclude = ["key_hash"]
+
+    def has_add_permission(self, request):
+        return False  # a key is shown once, to its owner, on their tokens page
