@@ -122,6 +122,7 @@ TEMPLATES = [
                 "django.contrib.messages.context_processors.messages",
                 "selection.pages.waiting",
                 "reach.settings_page.browser_choice",
+                "accounts.password_pages.password_reset_offered",
             ],
         },
     },
@@ -406,6 +407,12 @@ def _rate(name: str, default: str) -> str | None:
 PARLEY_TURN_RATE = _rate("PARLEY_TURN_RATE", "60/min")
 PARLEY_CONVERSATION_RATE = _rate("PARLEY_CONVERSATION_RATE", "30/min")
 PARLEY_QUESTION_RATE = _rate("PARLEY_QUESTION_RATE", "30/min")
+# People's own account (accounts.account_page, accounts.password_pages): password reset emails
+# asked for one address (whether or not it has an account, so a refusal tells nothing), and from
+# one client address; email changes one person may ask for (each sends a link to an address).
+PARLEY_PASSWORD_RESET_RATE = _rate("PARLEY_PASSWORD_RESET_RATE", "3/hour")
+PARLEY_PASSWORD_RESET_CLIENT_RATE = _rate("PARLEY_PASSWORD_RESET_CLIENT_RATE", "20/hour")
+PARLEY_EMAIL_CHANGE_RATE = _rate("PARLEY_EMAIL_CHANGE_RATE", "5/hour")
 # How long a live feed may sit idle before it checks the database for events it was not told of.
 PARLEY_FEED_POLL_SECONDS = env.float("PARLEY_FEED_POLL_SECONDS", default=5.0)
 # Questions agents ask mid-turn: how long they wait by default, how many a turn may ask, and
@@ -455,6 +462,12 @@ PARLEY_WEBHOOK_DISABLE_AFTER = env.int("PARLEY_WEBHOOK_DISABLE_AFTER", default=5
 # Webhooks go to public addresses only (see core.egress): set this to let them reach private,
 # loopback and link-local ones (a receiver inside your own network).
 PARLEY_WEBHOOK_PRIVATE_ADDRESSES = env.bool("PARLEY_WEBHOOK_PRIVATE_ADDRESSES", default=False)
+# How long the link that confirms a new email address works, and a password reset link (Django's
+# PASSWORD_RESET_TIMEOUT, in seconds).
+PARLEY_EMAIL_CHANGE_HOURS = env.float("PARLEY_EMAIL_CHANGE_HOURS", default=24.0)
+PASSWORD_RESET_TIMEOUT = round(3600 * env.float("PARLEY_PASSWORD_RESET_HOURS", default=2.0))
+if PARLEY_EMAIL_CHANGE_HOURS <= 0 or PASSWORD_RESET_TIMEOUT <= 0:
+    raise ImproperlyConfigured("PARLEY_EMAIL_CHANGE_HOURS, PARLEY_PASSWORD_RESET_HOURS: above 0")
 # An answer link still shows its question's outcome this long after the question's expiry.
 PARLEY_ANSWER_LINK_DAYS = env.float("PARLEY_ANSWER_LINK_DAYS", default=7.0)
 # /metrics, and what /readyz found (to others it says only ready or not), are the operator's:

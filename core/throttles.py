@@ -31,6 +31,15 @@ RATES = {
     "turns": ("PARLEY_TURN_RATE", "You have started too many turns"),
     "conversations": ("PARLEY_CONVERSATION_RATE", "You have created too many conversations"),
     "questions": ("PARLEY_QUESTION_RATE", "Too many questions were asked on your behalf"),
+    "password_resets": (
+        "PARLEY_PASSWORD_RESET_RATE",
+        "Too many password resets were asked for this address",
+    ),
+    "password_reset_clients": (
+        "PARLEY_PASSWORD_RESET_CLIENT_RATE",
+        "Too many password resets were asked from your address",
+    ),
+    "email_changes": ("PARLEY_EMAIL_CHANGE_RATE", "You have asked to change your email too often"),
 }
 
 
@@ -123,15 +132,39 @@ class QuestionRateThrottle(PersonRateThrottle):
     scope = "questions"
 
 
+class PasswordResetRateThrottle(PersonRateThrottle):
+    """Counted per address asked for (its hash), whether or not an account has it."""
+
+    scope = "password_resets"
+
+
+class PasswordResetClientRateThrottle(PersonRateThrottle):
+    """Counted per client address: one client asking for many addresses."""
+
+    scope = "password_reset_clients"
+
+
+class EmailChangeRateThrottle(PersonRateThrottle):
+    scope = "email_changes"
+
+
 THROTTLES = {
     throttle.scope: throttle
-    for throttle in (TurnRateThrottle, ConversationRateThrottle, QuestionRateThrottle)
+    for throttle in (
+        TurnRateThrottle,
+        ConversationRateThrottle,
+        QuestionRateThrottle,
+        PasswordResetRateThrottle,
+        PasswordResetClientRateThrottle,
+        EmailChangeRateThrottle,
+    )
 }
 
 
 def rate_check(scope: str, user) -> None:
-    """Count one more of ``scope`` for ``user`` (a user or a user's id), or raise 429
-    ``throttled`` (counting nothing) if they are past its rate. Sync: the cache may be Redis."""
+    """Count one more of ``scope`` for ``user`` (a user, a user's id, or any other key of what
+    is counted: a hashed address), or raise 429 ``throttled`` (counting nothing) if they are past
+    its rate. Sync: the cache may be Redis."""
     if not hasattr(user, "is_authenticated"):
         user = SimpleNamespace(pk=user, is_authenticated=True)
     THROTTLES[scope]().allow_request(SimpleNamespace(user=user, method="POST"), None)
