@@ -725,3 +725,18 @@ def send(page, text: str) -> None:
     box = page.get_by_role("textbox", name=re.compile("Message the agent|Steer the running turn"))
     box.fill(text)
     box.press("Enter")
+
+
+# Signed links -----------------------------------------------------------------------------------
+
+
+def signed_in_the_past(obj, *, salt: str, hours: float) -> str:
+    """What ``django.core.signing.dumps(obj, salt=salt)`` made ``hours`` ago (a link past its
+    time, made as the server makes them)."""
+    from django.core import signing
+
+    class Then(signing.TimestampSigner):
+        def timestamp(self):
+            return signing.b62_encode(int(time.time() - hours * 3600))
+
+    return Then(salt=salt).sign_object(obj)

@@ -44,6 +44,9 @@ def heard(page, kind: str, selection: str) -> bool:
 def test_bob_chooses_what_reaches_him_on_his_settings_page(browsing, people):
     page = browsing.open("bob")
     page.get_by_role("link", name="Settings").click()
+    page.get_by_role("navigation", name="Your settings").get_by_role(
+        "link", name="Notifications"
+    ).click()
     expect(page).to_have_url(re.compile(r"/settings/notifications/$"))
     expect(page.get_by_role("heading", name="Notifications")).to_be_visible()
     expect(page.locator("#settings-defaults")).to_contain_text("these are the defaults")

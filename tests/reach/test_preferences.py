@@ -188,7 +188,7 @@ def test_bad_settings_are_refused_and_change_nothing(server, people, body, says)
 def test_the_settings_page_shows_the_defaults_and_saves_a_person_s_choices(server, people):
     bob = log_in(server, "bob")
     home = bob.get("/")
-    assert re.search(r'<a href="/settings/notifications/"[^>]*id="settings-link"', home.text)
+    assert re.search(r'<a href="/settings/account/"[^>]*id="settings-link"', home.text)
     page = bob.get(PAGE)
     assert page.status_code == 200
     text = shown(page)
