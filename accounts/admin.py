@@ -3,6 +3,7 @@ and the audit log (read-only: it is append-only)."""
 
 from django.contrib import admin
 
+from . import membership_admin  # noqa: F401  (memberships changed in the admin are audited)
 from .models import ApiToken, AuditEntry, Invitation
 
 

@@ -2,7 +2,7 @@
 
 from django.urls import path
 
-from . import account_page, password_pages
+from . import account_page, apis, invitation_pages, member_pages, password_pages
 
 urlpatterns = [
     # A person's own account (accounts.account_page, accounts.password_pages).
@@ -34,4 +34,30 @@ urlpatterns = [
         password_pages.PasswordResetConfirmView.as_view(),
         name="password-reset-confirm",
     ),
+    # Members, invitations and the audit log (accounts.members, .invitations, .audit_log).
+    path("workspaces/<slug:slug>/members/", member_pages.members_page, name="workspace-members"),
+    path("workspaces/<slug:slug>/audit/", member_pages.audit_page, name="workspace-audit"),
+    path("invitations/<str:token>/", invitation_pages.invitation_page, name="invitation"),
+    path(
+        "api/workspaces/<slug:slug>/invitations/",
+        apis.InvitationListCreateApi.as_view(),
+        name="api-invitations",
+    ),
+    path(
+        "api/invitations/<str:invitation_id>/",
+        apis.InvitationDetailApi.as_view(),
+        name="api-invitation",
+    ),
+    path("api/workspaces/<slug:slug>/members/", apis.MemberListApi.as_view(), name="api-members"),
+    path(
+        "api/workspaces/<slug:slug>/members/<str:username>/",
+        apis.MemberDetailApi.as_view(),
+        name="api-member",
+    ),
+    path(
+        "api/workspaces/<slug:slug>/transfer/",
+        apis.OwnershipTransferApi.as_view(),
+        name="api-ownership-transfer",
+    ),
+    path("api/workspaces/<slug:slug>/audit/", apis.AuditLogApi.as_view(), name="api-audit"),
 ]

@@ -470,6 +470,8 @@ if PARLEY_EMAIL_CHANGE_HOURS <= 0 or PASSWORD_RESET_TIMEOUT <= 0:
     raise ImproperlyConfigured("PARLEY_EMAIL_CHANGE_HOURS, PARLEY_PASSWORD_RESET_HOURS: above 0")
 # An answer link still shows its question's outcome this long after the question's expiry.
 PARLEY_ANSWER_LINK_DAYS = env.float("PARLEY_ANSWER_LINK_DAYS", default=7.0)
+# An invitation's link (sent by email) works once, for this many days.
+PARLEY_INVITATION_DAYS = env.float("PARLEY_INVITATION_DAYS", default=7.0)
 # /metrics, and what /readyz found (to others it says only ready or not), are the operator's:
 # served with the scrape token (Authorization: Bearer <PARLEY_METRICS_TOKEN>; a wrong one counts
 # toward the login locks of its address), or to a request straight from one of these addresses

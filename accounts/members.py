@@ -1,0 +1,154 @@
+"""A workspace's members as its owners manage them: who is in (with when each was last seen),
+a role changed, someone removed, ownership transferred; and who may do it (owners only: a
+stranger learns nothing, 404; a member or viewer is refused, 403).
+
+A workspace always keeps an owner. Every change here first locks the workspace's row and then
+its owners' rows (:func:`lock_owners`, in that order), so two owners lowering each other at once
+take turns and the second is refused (on SQLite, write transactions take turns anyway). Changes
+go through the ORM, so conversations.revocation closes what a person no longer may hold."""
+
+from django.db import transaction
+from django.db.models import Max
+
+from conversations.access import workspace_access
+from conversations.models import Membership, Workspace
+from core.errors import ApplicationError, forbidden, not_found
+
+from . import audit
+from .models import AuditEntry
+
+Action = AuditEntry.Action
+OWNER = Membership.Role.OWNER
+
+
+def workspace_owner_access(*, user, slug: str, doing: str = "manage its members") -> Workspace:
+    """The workspace, if ``user`` owns it; ApplicationError 404 for strangers, 403 for others."""
+    workspace, membership = workspace_access(user=user, slug=slug)
+    if membership.role != OWNER:
+        raise forbidden(f"Only the workspace's owners may {doing}.")
+    return workspace
+
+
+def members(*, workspace: Workspace) -> list[Membership]:
+    """The workspace's memberships with their people, owners first; each with ``last_seen``:
+    the later of the person's last sign-in and the last use of any of their API tokens."""
+    rows = list(
+        Membership.objects.filter(workspace=workspace)
+        .select_related("user")
+        .annotate(token_used=Max("user__api_tokens__last_used_at"))
+        .order_by("user__username")
+    )
+    order = {OWNER: 0, Membership.Role.MEMBER: 1, Membership.Role.VIEWER: 2}
+    for row in rows:
+        seen = [t for t in (row.user.last_login, row.token_used) if t is not None]
+        row.last_seen = max(seen) if seen else None
+    return sorted(rows, key=lambda row: order.get(row.role, 3))
+
+
+def lock_owners(workspace: Workspace) -> list[Membership]:
+    """Lock the workspace's row, then its owners' rows (in this order, always); the owners."""
+    Workspace.objects.select_for_update().filter(pk=workspace.pk).first()
+    return list(
+        Membership.objects.select_for_update()
+        .filter(workspace=workspace, role=OWNER)
+        .order_by("pk")
+    )
+
+
+def _membership(workspace: Workspace, username: str) -> Membership:
+    membership = (
+        Membership.objects.select_related("user")
+        .filter(workspace=workspace, user__username=username)
+        .first()
+    )
+    if membership is None:
+        raise not_found(f"Member '{username}'")
+    return membership
+
+
+def _keeps_an_owner(owners: list[Membership], membership: Membership, doing: str) -> None:
+    if membership.role == OWNER and [o.pk for o in owners] == [membership.pk]:
+        raise ApplicationError(
+            "last_owner",
+            f"{membership.user.get_username()} is the workspace's only owner: a workspace "
+            f"always keeps an owner. Make someone else an owner (or transfer ownership) before "
+            f"you {doing}.",
+            status=409,
+        )
+
+
+def member_role_change(
+    *, workspace: Workspace, username: str, role: str, actor, request=None
+) -> Membership:
+    """Give a member another role. ApplicationError ``invalid`` (400), ``not_found`` (404),
+    ``last_owner`` (409). The same role changes nothing and records nothing."""
+    if role not in Membership.Role.values:
+        raise ApplicationError(
+            "invalid", f"role: must be one of {', '.join(Membership.Role.values)}."
+        )
+    with transaction.atomic():
+        owners = lock_owners(workspace)
+        membership = _membership(workspace, username)
+        if membership.role == role:
+            return membership
+        if role != OWNER:
+            _keeps_an_owner(owners, membership, "lower their role")
+        before = membership.role
+        membership.role = role
+        membership.save(update_fields=["role"])
+        audit.record(
+            Action.ROLE_CHANGED,
+            actor=actor,
+            subject=membership.user,
+            workspace=workspace,
+            request=request,
+            role=role,
+            before=before,
+        )
+    return membership
+
+
+def member_remove(*, workspace: Workspace, username: str, actor, request=None) -> None:
+    """Take someone out of the workspace (their sockets and tails close at once).
+    ApplicationError ``not_found`` (404), ``last_owner`` (409)."""
+    with transaction.atomic():
+        owners = lock_owners(workspace)
+        membership = _membership(workspace, username)
+        _keeps_an_owner(owners, membership, "remove them")
+        membership.delete()
+        audit.record(
+            Action.MEMBER_REMOVED,
+            actor=actor,
+            subject=membership.user,
+            workspace=workspace,
+            request=request,
+            role=membership.role,
+        )
+
+
+def ownership_transfer(*, workspace: Workspace, username: str, actor, request=None) -> Membership:
+    """Make ``username`` (a member of the workspace) its owner, and ``actor`` (an owner) a
+    member. ApplicationError ``not_found`` (404), ``forbidden`` (403: the actor is no longer an
+    owner), ``invalid`` (400: to oneself). Returns the new owner's membership."""
+    if username == actor.get_username():
+        raise ApplicationError("invalid", "username: you are already an owner.")
+    with transaction.atomic():
+        owners = lock_owners(workspace)
+        mine = next((o for o in owners if o.user_id == actor.pk), None)
+        if mine is None:
+            raise forbidden("Only the workspace's owners may transfer its ownership.")
+        theirs = _membership(workspace, username)
+        before = theirs.role
+        theirs.role = OWNER
+        theirs.save(update_fields=["role"])
+        mine.role = Membership.Role.MEMBER
+        mine.save(update_fields=["role"])
+        audit.record(
+            Action.OWNERSHIP_TRANSFERRED,
+            actor=actor,
+            subject=theirs.user,
+            workspace=workspace,
+            request=request,
+            before=before,
+        )
+    return theirs
