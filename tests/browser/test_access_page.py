@@ -22,7 +22,7 @@ def test_bobs_page_follows_his_role_and_says_when_his_access_is_removed(
     admin = admin_of(browsing.server, people)
     membership = Membership.objects.get(user=people.bob.user, workspace=people.workspace)
     change = f"{MEMBERSHIPS}{membership.pk}/change/"
-    form = {"user": people.bob.user.pk, "workspace": people.workspace.pk}
+    form = {"user": people.bob.user.pk, "workspace": people.workspace.pk, "source": "admin"}
     try:
         bob = browsing.conversation("bob", conversation.pk)
         box = bob.get_by_role("textbox", name=re.compile("Message the agent"))

@@ -30,7 +30,12 @@ async def test_a_member_removed_on_one_process_loses_what_another_serves(nodes, 
             tail = asyncio.create_task(tail_lines(b, people.bob, cid, lines))
             membership = await membership_of(people.bob, people.workspace)
             # Lowered first: B closes bob's socket with 4409, and his tail reads on.
-            form = {"user": people.bob.user.pk, "workspace": people.workspace.pk, "role": "viewer"}
+            form = {
+                "user": people.bob.user.pk,
+                "workspace": people.workspace.pk,
+                "role": "viewer",
+                "source": "admin",
+            }
             changed = await asyncio.to_thread(
                 post_form, admin, f"{MEMBERSHIPS}{membership}/change/", form
             )

@@ -88,7 +88,12 @@ async def test_a_role_lowered_in_the_admin_closes_with_4409_and_the_socket_comes
         )
         membership = await membership_of(people.bob, people.workspace)
         change = f"{MEMBERSHIPS}{membership}/change/"
-        form = {"user": people.bob.user.pk, "workspace": people.workspace.pk, "role": "viewer"}
+        form = {
+            "user": people.bob.user.pk,
+            "workspace": people.workspace.pk,
+            "role": "viewer",
+            "source": "admin",
+        }
         done = await asyncio.to_thread(post_form, admin, change, form)
         assert done.status_code == 302, done.text
         assert await closed_with(bob) == 4409

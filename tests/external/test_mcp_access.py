@@ -108,7 +108,12 @@ async def test_a_member_lowered_to_viewer_may_no_longer_act_through_mcp(server, 
         await _waiting_questions(rest, 2)
         for person, role in [(people.bob, "viewer"), (people.alice, "member")]:
             membership = await membership_of(person, people.workspace)
-            form = {"user": person.user.pk, "workspace": people.workspace.pk, "role": role}
+            form = {
+                "user": person.user.pk,
+                "workspace": people.workspace.pk,
+                "role": role,
+                "source": "admin",
+            }
             done = await asyncio.to_thread(
                 post_form, admin, f"{MEMBERSHIPS}{membership}/change/", form
             )
