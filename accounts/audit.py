@@ -53,12 +53,14 @@ def _signed_out(sender, request, user, **kwargs):
 def _sign_in_failed(sender, credentials, request=None, **kwargs):
     # Django's cleanse of credentials leaves the username readable and hides the password; a
     # wrong API key names no account and is recorded as such (never the key).
+    # Single sign-on's callback passes a nonce (accounts.sso_pages records its own refusals).
     username = credentials.get("username") or ""
+    how = "sso" if "nonce" in credentials else "password" if username else "token"
     record(
         Action.SIGN_IN_FAILED,
         subject_name=username,
         request=request if hasattr(request, "META") else None,
-        by="token" if not username else "password",
+        by=how,
     )
 
 

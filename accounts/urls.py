@@ -2,7 +2,7 @@
 
 from django.urls import path
 
-from . import account_page, apis, invitation_pages, member_pages, password_pages
+from . import account_page, apis, invitation_pages, member_pages, password_pages, sso_pages
 
 urlpatterns = [
     # A person's own account (accounts.account_page, accounts.password_pages).
@@ -60,4 +60,15 @@ urlpatterns = [
         name="api-ownership-transfer",
     ),
     path("api/workspaces/<slug:slug>/audit/", apis.AuditLogApi.as_view(), name="api-audit"),
+    # Single sign-on (accounts.sso_pages): off to the identity provider, and back.
+    path(
+        "oidc/authenticate/",
+        sso_pages.SsoStartView.as_view(),
+        name="oidc_authentication_init",
+    ),
+    path(
+        "oidc/callback/",
+        sso_pages.SsoCallbackView.as_view(),
+        name="oidc_authentication_callback",
+    ),
 ]

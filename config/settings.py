@@ -217,10 +217,34 @@ AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
     {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
 ]
-# axes' backend first: it refuses a locked-out sign-in before any password is checked.
+# Single sign-on with OpenID Connect (accounts.sso, on mozilla-django-oidc), on when an issuer is
+# set: its endpoints are found by discovery from the issuer when first needed (never at start),
+# PKCE, state and nonce always on. PARLEY_OIDC_NAME names the provider on the login page's
+# button; PARLEY_OIDC_SCOPES are the scopes asked for; PARLEY_OIDC_ROLES_CLAIM, if set, is the
+# claim whose "<workspace slug>:<role>" entries give workspace memberships (accounts.sso_roles).
+PARLEY_OIDC_ISSUER = env.str("PARLEY_OIDC_ISSUER", default="")
+PARLEY_OIDC_CLIENT_ID = env.str("PARLEY_OIDC_CLIENT_ID", default="")
+PARLEY_OIDC_CLIENT_SECRET = env.str("PARLEY_OIDC_CLIENT_SECRET", default="")
+PARLEY_OIDC_NAME = env.str("PARLEY_OIDC_NAME", default="single sign-on")
+PARLEY_OIDC_SCOPES = env.str("PARLEY_OIDC_SCOPES", default="openid email profile")
+PARLEY_OIDC_ROLES_CLAIM = env.str("PARLEY_OIDC_ROLES_CLAIM", default="")
+# Password sign-in (the site's and the admin's login forms); off, people sign in with SSO only
+# (API tokens still work), which needs an issuer.
+PARLEY_PASSWORD_LOGIN = env.bool("PARLEY_PASSWORD_LOGIN", default=True)
+if PARLEY_OIDC_ISSUER and not (PARLEY_OIDC_CLIENT_ID and PARLEY_OIDC_CLIENT_SECRET):
+    raise ImproperlyConfigured("PARLEY_OIDC_ISSUER needs PARLEY_OIDC_CLIENT_ID and _SECRET")
+if not PARLEY_PASSWORD_LOGIN and not PARLEY_OIDC_ISSUER:
+    raise ImproperlyConfigured("PARLEY_PASSWORD_LOGIN=0 needs single sign-on (PARLEY_OIDC_ISSUER)")
+if "openid" not in PARLEY_OIDC_SCOPES.split():
+    raise ImproperlyConfigured("PARLEY_OIDC_SCOPES must include openid")
+
+# axes' backend first: it refuses a locked-out sign-in before any password is checked; then the
+# password switch (refusing every password while PARLEY_PASSWORD_LOGIN=0), then single sign-on.
 AUTHENTICATION_BACKENDS = [
     "axes.backends.AxesStandaloneBackend",
+    *([] if PARLEY_PASSWORD_LOGIN else ["accounts.sso.PasswordLoginSwitch"]),
     "django.contrib.auth.backends.ModelBackend",
+    *(["accounts.sso.ParleyOIDCBackend"] if PARLEY_OIDC_ISSUER else []),
 ]
 # Login throttling (django-axes with core.lockout's handler): failed sign-ins on the login forms
 # (the site's and the admin's) and wrong API tokens are counted in the database, so every process

@@ -5,6 +5,7 @@ from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.urls import include, path
 
+from accounts import sso_pages
 from conversations import pages
 from core import health
 from core.api import DocsView, SchemaView
@@ -16,8 +17,10 @@ urlpatterns = [
     path("conversations/<str:conversation_id>/", pages.conversation_page, name="conversation"),
     path("waiting/", waiting_page, name="waiting"),
     path("answer/<str:selection_id>/", answer_link_page, name="answer-link"),
-    path("login/", auth_views.LoginView.as_view(), name="login"),
+    # The login pages, the site's and the admin's, with single sign-on and the password switch.
+    path("login/", sso_pages.LoginView.as_view(), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path("admin/login/", sso_pages.admin_login),
     path("admin/", admin.site.urls),
     path("api/", include("conversations.urls")),
     path("api/", include("selection.urls")),
