@@ -53,7 +53,7 @@ def memberships_sync(*, user, claimed: dict[str, str], request=None) -> None:
         m.workspace.slug: m
         for m in Membership.objects.select_related("workspace").filter(user=user)
     }
-    for slug, membership in current.items():
+    for slug, membership in sorted(current.items()):
         if slug not in workspaces and membership.source == SSO:
             membership.delete()
             _record(
@@ -63,7 +63,7 @@ def memberships_sync(*, user, claimed: dict[str, str], request=None) -> None:
                 request,
                 role=membership.role,
             )
-    for slug, workspace in workspaces.items():
+    for slug, workspace in sorted(workspaces.items()):
         role = claimed[slug]
         membership = current.get(slug)
         if membership is None:
