@@ -1,7 +1,12 @@
-"""The page an invitation's link opens. GET shows what it is and never accepts (mail scanners
-open links); POST accepts it: as the person signed in (whose email must be the invited address),
-or by creating an account for the invited address (when password sign-in is on). Signed out, it
-offers to sign in (and back here) or, with single sign-on set up, to sign in with it."""
+"""The page an invitation's link opens, ``/invitations/open/#k=…``. The link's signature is in
+its fragment, which no browser sends: GET serves a page whose script (parley/link-form.js) puts
+it in a form, and the person presses **Open the invitation** (POST). Only then is it shown what
+the invitation is (who invited, to which workspace, as what), never accepted: mail scanners
+open links. Its forms carry the signature on (in POST bodies, which no access log records):
+**Join** accepts it as the person signed in (whose email must be the invited address); signed
+out, **Create my account and join** makes an account for the invited address (when password
+sign-in is on), and **Sign in** (or single sign-on) keeps the signature in the session and
+comes back to this page, whose GET then offers it again, without a fragment."""
 
 from urllib.parse import urlencode
 
@@ -11,6 +16,7 @@ from django.contrib.auth import login
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils.cache import add_never_cache_headers
+from django.views.decorators.http import require_http_methods
 
 from core.decoding import check_text
 from core.errors import ApplicationError
@@ -23,34 +29,45 @@ from .invitations import (
 )
 
 BACKEND = "django.contrib.auth.backends.ModelBackend"
+# Where a signature waits while its person signs in (kept as Django keeps a reset's token).
+SESSION_KEY = "parley_invitation"
 
 
-def invitation_page(request, token):
+@require_http_methods(["GET", "POST"])
+def invitation_page(request):
+    if request.method == "GET":
+        return _page(request, "accounts/invitation_open.html", {"k": _kept(request)})
+    token = request.POST.get("k", "")
+    action = request.POST.get("action", "open")
     try:
+        for value in request.POST.values():
+            check_text(value, what="The form")
         invitation = invitation_open(token)
-    except InvitationRefused as refused:
+    except ApplicationError as refused:
+        _forget(request, token)
         return _refused(request, refused)
-    here = reverse("invitation", args=[token])
-    password_login = getattr(settings, "PARLEY_PASSWORD_LOGIN", True)
+    here = reverse("invitation")
+    sso = getattr(settings, "PARLEY_OIDC_ISSUER", "")
+    if action in ("sign-in", "sso") and not request.user.is_authenticated:
+        request.session[SESSION_KEY] = token
+        if action == "sso" and sso:
+            return redirect(f"/oidc/authenticate/?{urlencode({'next': here})}")
+        return redirect(f"{reverse('login')}?{urlencode({'next': here})}")
+    user = request.user
     context = {
         "invitation": invitation,
+        "k": token,
         "inviter": _name(invitation.invited_by) if invitation.invited_by else "An owner",
-        "login_url": f"{reverse('login')}?{urlencode({'next': here})}",
-        "sso_url": f"/oidc/authenticate/?{urlencode({'next': here})}"
-        if getattr(settings, "PARLEY_OIDC_ISSUER", "")
-        else "",
+        "sso": bool(sso),
         "sso_name": getattr(settings, "PARLEY_OIDC_NAME", "") or "single sign-on",
-        "password_login": password_login,
+        "password_login": getattr(settings, "PARLEY_PASSWORD_LOGIN", True),
         "form": {"username": "", "name": ""},
     }
-    user = request.user
     if user.is_authenticated:
         context["matches"] = (user.email or "").lower() == invitation.email.lower()
     status = 200
-    if request.method == "POST":
+    if action in ("accept", "signup"):
         try:
-            for value in request.POST.values():
-                check_text(value, what="The form")
             if user.is_authenticated:
                 accepted = invitation_accept(token=token, user=user, request=request)
             else:
@@ -63,6 +80,7 @@ def invitation_page(request, token):
                 )
                 login(request, user, backend=BACKEND)
         except InvitationRefused as refused:
+            _forget(request, token)
             return _refused(request, refused)
         except ApplicationError as error:
             context["error"] = error.message
@@ -72,6 +90,7 @@ def invitation_page(request, token):
             }
             status = error.status if error.status in (400, 403) else 400
         else:
+            _forget(request, token)
             workspace = accepted.membership.workspace
             if accepted.joined:
                 messages.success(
@@ -82,21 +101,33 @@ def invitation_page(request, token):
             else:
                 messages.info(request, f"You were already in {workspace.name}: nothing changed.")
             return redirect(f"{reverse('home')}#ws-{workspace.slug}")
-    response = render(request, "accounts/invitation.html", context, status=status)
-    add_never_cache_headers(response)
-    return response
+    return _page(request, "accounts/invitation.html", context, status=status)
+
+
+def _kept(request) -> str:
+    kept = request.session.get(SESSION_KEY, "")
+    return kept if isinstance(kept, str) else ""
+
+
+def _forget(request, token: str) -> None:
+    if request.session.get(SESSION_KEY) == token:
+        del request.session[SESSION_KEY]
 
 
 def _name(user) -> str:
     return user.get_full_name() or user.get_username()
 
 
-def _refused(request, refused: InvitationRefused):
-    response = render(
+def _page(request, template: str, context: dict, status: int = 200):
+    response = render(request, template, context, status=status)
+    add_never_cache_headers(response)
+    return response
+
+
+def _refused(request, refused: ApplicationError):
+    return _page(
         request,
         "accounts/invitation_refused.html",
         {"message": refused.message, "code": refused.code},
-        status=refused.status,
+        status=refused.status if refused.status in (400, 404, 410) else 400,
     )
-    add_never_cache_headers(response)
-    return response

@@ -1,5 +1,6 @@
 """Invitations: an owner invites an email address to a workspace with a role; the link sent by
-email is signed (its own salt), expires after ``PARLEY_INVITATION_DAYS`` and is used once.
+email is signed (its own salt), expires after ``PARLEY_INVITATION_DAYS`` and is used once. Its
+signature rides in the link's fragment, never in a path or query an access log records.
 
 Rules, chosen once here:
 
@@ -48,9 +49,10 @@ def invitation_token(invitation: Invitation) -> str:
 
 
 def invitation_url(invitation: Invitation) -> str:
-    """The whole link, on ``PARLEY_PUBLIC_URL``."""
-    path = reverse("invitation", args=[invitation_token(invitation)])
-    return f"{settings.PARLEY_PUBLIC_URL}{path}"
+    """The whole link, on ``PARLEY_PUBLIC_URL``, its signature in the fragment
+    (``/invitations/open/#k=…``): a browser never sends a fragment, so no access log or proxy
+    sees it; the page's script puts it in the form the person submits (POST)."""
+    return f"{settings.PARLEY_PUBLIC_URL}{reverse('invitation')}#k={invitation_token(invitation)}"
 
 
 def _role(role: str) -> str:

@@ -37,7 +37,7 @@ urlpatterns = [
     # Members, invitations and the audit log (accounts.members, .invitations, .audit_log).
     path("workspaces/<slug:slug>/members/", member_pages.members_page, name="workspace-members"),
     path("workspaces/<slug:slug>/audit/", member_pages.audit_page, name="workspace-audit"),
-    path("invitations/<str:token>/", invitation_pages.invitation_page, name="invitation"),
+    path("invitations/open/", invitation_pages.invitation_page, name="invitation"),
     path(
         "api/workspaces/<slug:slug>/invitations/",
         apis.InvitationListCreateApi.as_view(),

@@ -15,7 +15,8 @@ from tests.smtp_server import Mailbox
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-LINK = re.compile(r"(http://127\.0\.0\.1:\d+/invitations/[^/\s]+/)")
+LINK = re.compile(r"http://127\.0\.0\.1:\d+/invitations/open/#k=(\S+)")
+OPEN = "/invitations/open/"
 
 
 @pytest.fixture
@@ -39,6 +40,16 @@ def _roles(people) -> dict:
     return dict(
         Membership.objects.filter(workspace=people.workspace).values_list("user__username", "role")
     )
+
+
+def _signature(message) -> str:
+    """The signature an emailed invitation carries, in its link's fragment."""
+    return LINK.search(message.get_body(preferencelist=("plain",)).get_content()).group(1)
+
+
+def _open(client, signature: str, **fields):
+    """The invitation's page posted as its script posts it: the signature in the body."""
+    return post_form(client, OPEN, {"k": signature, **fields})
 
 
 def _error(response, status: int, code: str) -> str:
@@ -147,29 +158,32 @@ def test_an_invitation_is_emailed_and_its_link_accepted_once(live, people, mailb
     assert new["Subject"] == "Alice invited you to The Team on Parley"
     text = new.get_body(preferencelist=("plain",)).get_content()
     assert "as a viewer" in text and "The Team" in text
-    link = LINK.search(text).group(1)
-    old_link = LINK.search(old.get_body(preferencelist=("plain",)).get_content()).group(1)
+    signature, old_signature = _signature(new), _signature(old)
 
-    with httpx.Client(timeout=20) as stranger:
-        gone = stranger.get(old_link)
+    with httpx.Client(base_url=live.url, timeout=20) as stranger:
+        page = stranger.get(OPEN)  # what the link's GET fetches: no signature, nothing shown
+        assert page.status_code == 200 and "Open the invitation" in shown(page)
+        assert "erin@example.com" not in shown(page)
+        gone = _open(stranger, old_signature)
         assert gone.status_code == 410 and "withdrawn" in shown(gone)
-        shown_page = stranger.get(link)
+        shown_page = _open(stranger, signature)
         assert shown_page.status_code == 200
         assert "Alice invited erin@example.com to The Team as a viewer" in _said(shown_page)
-        assert stranger.get(link[:-3] + "xx/").status_code == 404
+        assert _open(stranger, signature[:-2] + "xx").status_code == 404
     assert not Membership.objects.filter(user__email="erin@example.com").exists()
 
-    path = link.removeprefix(live.url)
     with httpx.Client(base_url=live.url, timeout=20) as browser:
-        weak = post_form(browser, path, {"username": "erin", "name": "Erin", "password": "erin"})
+        signup = {"action": "signup", "username": "erin", "name": "Erin"}
+        weak = _open(browser, signature, **signup, password="erin")
         assert weak.status_code == 400 and "password:" in shown(weak)
-        joined = post_form(
-            browser, path, {"username": "erin", "name": "Erin", "password": "correct horse 42!"}
-        )
+        joined = _open(browser, signature, **signup, password="correct horse 42!")
         assert joined.status_code == 302, joined.text
     assert _roles(people)["erin"] == "viewer"
     with httpx.Client(base_url=live.url, timeout=20) as again:
-        assert again.get(path).status_code == 410
+        assert _open(again, signature).status_code == 410
+    # The signature reached no log (the server's, its access log included) and no audit entry.
+    assert signature not in live.log_text() and old_signature not in live.log_text()
+    assert not any(signature in str(e.detail) for e in AuditEntry.objects.all())
     actions = list(
         AuditEntry.objects.filter(workspace=people.workspace).values_list("action", flat=True)
     )
@@ -181,13 +195,12 @@ def test_revoked_and_wrong_account_links_change_nothing(live, people, mailbox):
         invitation = alice.post(
             "/api/workspaces/team/invitations/", json={"email": "dave@example.com"}
         ).json()
-    link = LINK.search(mailbox.wait_for(1)[0].get_body(preferencelist=("plain",)).get_content())
-    path = link.group(1).removeprefix(live.url)
+    signature = _signature(mailbox.wait_for(1)[0])
 
     bob = log_in(live, "bob")
-    page = bob.get(path)
+    page = _open(bob, signature)
     assert page.status_code == 200 and "you are signed in as bob" in _said(page)
-    refused = post_form(bob, path, {})
+    refused = _open(bob, signature, action="accept")
     assert refused.status_code == 403 and "This invitation is for dave@example.com" in _said(
         refused
     )
@@ -197,18 +210,10 @@ def test_revoked_and_wrong_account_links_change_nothing(live, people, mailbox):
         assert alice.delete(f"/api/invitations/{invitation['id']}/").status_code == 200
         _error(alice.delete(f"/api/invitations/{invitation['id']}/"), 409, "not_pending")
     dave = log_in(live, "dave")
-    assert dave.get(path).status_code == 410
-    assert post_form_status(dave, path) == 410
+    assert _open(dave, signature).status_code == 410
+    assert _open(dave, signature, action="accept").status_code == 410
     assert "dave" not in _roles(people)
-
-
-def post_form_status(client, path) -> int:
-    token = client.cookies.get("csrftoken")
-    return client.post(
-        path,
-        data={"csrfmiddlewaretoken": token},
-        headers={"Referer": f"{client.base_url}{path}"},
-    ).status_code
+    assert signature not in live.log_text()
 
 
 def test_without_email_invitations_are_refused(server, people):

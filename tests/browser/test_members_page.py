@@ -15,7 +15,7 @@ from tests.smtp_server import Mailbox
 
 pytestmark = pytest.mark.browser
 
-LINK = re.compile(r"(http://127\.0\.0\.1:\d+/invitations/[^/\s]+/)")
+LINK = re.compile(r"http://127\.0\.0\.1:\d+/invitations/open/#k=\S+")
 
 
 @pytest.fixture
@@ -77,7 +77,16 @@ def test_an_owner_lowers_bob_live_is_kept_as_last_owner_and_transfers(
 
 def _link(mailbox, count: int) -> str:
     message = mailbox.wait_for(count)[-1]
-    return LINK.search(message.get_body(preferencelist=("plain",)).get_content()).group(1)
+    return LINK.search(message.get_body(preferencelist=("plain",)).get_content()).group(0)
+
+
+def _opened(page, link: str | None = None) -> None:
+    """Open the invitation's page (from its link, if given) and press its button, which posts
+    the signature the page's script took from the link's fragment."""
+    if link:
+        page.goto(link)
+        expect(page).to_have_url(re.compile(r"/invitations/open/$"))  # the fragment is gone
+    page.get_by_role("button", name="Open the invitation").click()
 
 
 def _invite(page, email: str, role: str) -> None:
@@ -87,31 +96,39 @@ def _invite(page, email: str, role: str) -> None:
     expect(page.locator(".flash")).to_contain_text(f"Invitation sent to {email}.")
 
 
-def test_invitations_followed_from_the_email(browsing, people, mailbox):
+def test_invitations_followed_from_the_email(browsing, people, mailbox, server):
     alice = browsing.open("alice", "/workspaces/team/members/")
 
-    # Dave, signed in as himself, accepts; a wrong account is told why.
+    # A wrong account is told why; Dave, signed out, signs in from the page and comes back.
     _invite(alice, "dave@example.com", "viewer")
     link = _link(mailbox, 1)
     bob = browsing.open("bob")
-    bob.goto(link)
+    _opened(bob, link)
     expect(bob.locator("#wrong-account")).to_contain_text("This invitation is for dave@example.com")
-    dave = browsing.open("dave")
-    dave.goto(link)
+    dave = browsing.signed_out(link, who="dave")
+    screenshot(dave, "invitation-open")
+    _opened(dave)
     expect(dave.locator("#invitation-what")).to_contain_text(
         "Alice invited dave@example.com to The Team as a viewer"
     )
+    dave.get_by_role("button", name="Sign in", exact=True).click()
+    dave.get_by_label("Username").fill("dave")
+    dave.get_by_label("Password").fill("dave-pw")
+    dave.get_by_role("button", name="Log in").click()
+    expect(dave).to_have_url(re.compile(r"/invitations/open/$"))
+    _opened(dave)  # the signature was kept while he signed in
     assert _role(people, "dave") is None  # opening it accepted nothing
     dave.get_by_role("button", name="Join The Team").click()
     expect(dave.locator(".flash")).to_contain_text("Welcome to The Team: you are a viewer.")
     assert _role(people, "dave") == "viewer"
-    dave.goto(link)
+    _opened(dave, link)
     expect(dave.locator("#invitation-message")).to_have_text("This invitation was already used.")
 
     # Erin has no account: she makes one on the invitation's page.
     _invite(alice, "erin@example.com", "member")
     erin = browsing.signed_out(_link(mailbox, 2), who="erin")
-    expect(erin.get_by_role("link", name="Sign in", exact=True)).to_be_visible()
+    _opened(erin)
+    expect(erin.get_by_role("button", name="Sign in", exact=True)).to_be_visible()
     expect(erin.locator("#sign-in-sso")).to_have_count(0)  # no single sign-on set up
     erin.get_by_label("Username").fill("erin")
     erin.get_by_label("Your name").fill("Erin")
@@ -127,9 +144,21 @@ def test_invitations_followed_from_the_email(browsing, people, mailbox):
     # Revoked before it is used: the link says so.
     alice.reload()
     _invite(alice, "frank@example.com", "member")
-    link = _link(mailbox, 3)
+    frank_link = _link(mailbox, 3)
     alice.get_by_role("button", name="Revoke the invitation to frank@example.com").click()
     expect(alice.locator("#no-invitations")).to_be_visible()
-    frank = browsing.signed_out(link, who="frank")
+    frank = browsing.signed_out(frank_link, who="frank")
+    _opened(frank)
     expect(frank.locator("#invitation-message")).to_contain_text("withdrawn")
     screenshot(frank, "invitation-revoked")
+
+    # A link cut before its fragment opens nothing.
+    nobody = browsing.signed_out(f"{server.url}/invitations/open/")
+    expect(nobody.get_by_text("This link is not whole")).to_be_visible()
+    expect(nobody.get_by_role("button", name="Open the invitation")).to_be_disabled()
+
+    # After the whole flow, no signature reached the server's log (its access log included).
+    log = server.log_text()
+    for each in (link, _link(mailbox, 2), frank_link):
+        assert each.partition("#k=")[2] not in log
+    assert "/invitations/open/" in log  # the access log is there, and saw the pages
