@@ -66,15 +66,26 @@ def _membership(workspace: Workspace, username: str) -> Membership:
     return membership
 
 
-def _keeps_an_owner(owners: list[Membership], membership: Membership, doing: str) -> None:
-    if membership.role == OWNER and [o.pk for o in owners] == [membership.pk]:
-        raise ApplicationError(
-            "last_owner",
-            f"{membership.user.get_username()} is the workspace's only owner: a workspace "
-            f"always keeps an owner. Make someone else an owner (or transfer ownership) before "
-            f"you {doing}.",
-            status=409,
-        )
+def owners_kept(owners: list[Membership], losing: list[Membership], doing: str) -> None:
+    """The rule that a workspace always keeps an owner, for every way in (this module, the
+    admin): ApplicationError ``last_owner`` (409) when every one of ``owners`` (the workspace's,
+    as :func:`lock_owners` returned them) is among ``losing`` (memberships about to be lowered,
+    removed or moved away). ``doing`` ends the message: "before you {doing}"."""
+    owner_pks = {o.pk for o in owners}
+    leaving = [m for m in losing if m.pk in owner_pks]
+    if not owners or {m.pk for m in leaving} != owner_pks:
+        return
+    names = sorted({m.user.get_username() for m in leaving})
+    if len(names) == 1:
+        who = f"{names[0]} is the workspace's only owner"
+    else:
+        who = f"{', '.join(names[:-1])} and {names[-1]} are the workspace's only owners"
+    raise ApplicationError(
+        "last_owner",
+        f"{who}: a workspace always keeps an owner. Make someone else an owner (or transfer "
+        f"ownership) before you {doing}.",
+        status=409,
+    )
 
 
 def member_role_change(
@@ -92,7 +103,7 @@ def member_role_change(
         if membership.role == role:
             return membership
         if role != OWNER:
-            _keeps_an_owner(owners, membership, "lower their role")
+            owners_kept(owners, [membership], "lower their role")
         before = membership.role
         membership.role = role
         membership.save(update_fields=["role"])
@@ -114,7 +125,7 @@ def member_remove(*, workspace: Workspace, username: str, actor, request=None) -
     with transaction.atomic():
         owners = lock_owners(workspace)
         membership = _membership(workspace, username)
-        _keeps_an_owner(owners, membership, "remove them")
+        owners_kept(owners, [membership], "remove them")
         membership.delete()
         audit.record(
             Action.MEMBER_REMOVED,
