@@ -8,15 +8,27 @@ nothing to an unknown or inactive address, or one with no usable password), and 
 per address asked for (``PARLEY_PASSWORD_RESET_RATE``, counted by its hash) and per client
 address (``PARLEY_PASSWORD_RESET_CLIENT_RATE``). The emailed link carries its token in its
 fragment (``/reset/#u=…&k=…``), which no server or access log sees: its page's script posts it,
-and it is then kept in the session as Django's own confirm view keeps it."""
+and it is then kept in the session as Django's own confirm view keeps it.
+
+The reset email is sent **after** the response, by a small pool of sender threads
+(:func:`send_after_response`): a request for an address with an account answers as soon as one
+for an address without, so its timing does not tell which addresses have accounts. What waits
+to be sent lives in the process only: a process that stops loses it, and the person asks again
+(at most ``RESET_MAIL_WAITING`` wait; past that, a request's email is dropped and logged)."""
 
 import hashlib
+import logging
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import wait as futures_wait
 
 from django.conf import settings
 from django.contrib import messages
+from django.contrib.auth import forms as auth_forms
 from django.contrib.auth import get_user_model
 from django.contrib.auth import views as auth_views
 from django.contrib.auth.tokens import default_token_generator
+from django.db import connections
 from django.http import HttpResponseRedirect
 from django.shortcuts import render
 from django.urls import reverse, reverse_lazy
@@ -29,6 +41,58 @@ from core.throttles import rate_check
 
 from . import audit
 from .email_change import email_set_up
+
+logger = logging.getLogger(__name__)
+RESET_MAIL_WAITING = 100  # reset emails waiting for a sender, at most
+_senders = ThreadPoolExecutor(max_workers=2, thread_name_prefix="parley-reset-mail")
+_room = threading.BoundedSemaphore(RESET_MAIL_WAITING)
+_pending: set = set()
+_pending_lock = threading.Lock()
+
+
+def send_after_response(send) -> bool:
+    """Run ``send()`` (one email's sending) on a sender thread, and return at once: False when
+    ``RESET_MAIL_WAITING`` already wait (it is then dropped, and said in the log). A failure is
+    logged by its type only: the message holds a link."""
+    if not _room.acquire(blocking=False):
+        logger.warning("A password reset email was dropped: %d wait already.", RESET_MAIL_WAITING)
+        return False
+
+    def run():
+        try:
+            send()
+        except Exception as error:
+            logger.warning("A password reset email could not be sent: %s", type(error).__name__)
+        finally:
+            _room.release()
+            connections.close_all()  # this thread's own, if sending touched the database
+
+    with _pending_lock:
+        future = _senders.submit(run)
+        _pending.add(future)
+    future.add_done_callback(_settled)
+    return True
+
+
+def _settled(future) -> None:
+    with _pending_lock:
+        _pending.discard(future)
+
+
+def reset_mail_settled(timeout: float = 30) -> bool:
+    """Wait until every reset email handed to the senders so far is sent (or failed); whether
+    they all were within ``timeout`` seconds. For tests and an orderly stop."""
+    with _pending_lock:
+        waiting = list(_pending)
+    return not futures_wait(waiting, timeout=timeout).not_done
+
+
+class PasswordResetForm(auth_forms.PasswordResetForm):
+    """Django's, whose email goes out after the response (see the module's docstring)."""
+
+    def send_mail(self, *args, **kwargs):
+        send = super().send_mail
+        send_after_response(lambda: send(*args, **kwargs))
 
 
 def password_login_on() -> bool:
@@ -82,6 +146,7 @@ def _address_key(address: str) -> str:
 
 
 class PasswordResetView(auth_views.PasswordResetView):
+    form_class = PasswordResetForm
     template_name = "accounts/password_reset.html"
     email_template_name = "accounts/email/password_reset.txt"
     subject_template_name = "accounts/email/password_reset_subject.txt"
