@@ -5,8 +5,11 @@ the invitation is (who invited, to which workspace, as what), never accepted: ma
 open links. Its forms carry the signature on (in POST bodies, which no access log records):
 **Join** accepts it as the person signed in (whose email must be the invited address); signed
 out, **Create my account and join** makes an account for the invited address (when password
-sign-in is on), and **Sign in** (or single sign-on) keeps the signature in the session and
-comes back to this page, whose GET then offers it again, without a fragment."""
+sign-in is on), and **Sign in** keeps the signature in the session and comes back to this
+page, whose GET then offers it again, without a fragment. Single sign-on is a plain link
+(``/oidc/authenticate/?next=…``), the signature kept in the session when the invitation was
+opened signed out: a form posted here could not go on to the provider, whose origin the pages'
+Content-Security-Policy (``form-action 'self'``) refuses at the end of a form's redirects."""
 
 from urllib.parse import urlencode
 
@@ -48,17 +51,19 @@ def invitation_page(request):
         return _refused(request, refused)
     here = reverse("invitation")
     sso = getattr(settings, "PARLEY_OIDC_ISSUER", "")
-    if action in ("sign-in", "sso") and not request.user.is_authenticated:
+    if action == "sign-in" and not request.user.is_authenticated:
         request.session[SESSION_KEY] = token
-        if action == "sso" and sso:
-            return redirect(f"/oidc/authenticate/?{urlencode({'next': here})}")
         return redirect(f"{reverse('login')}?{urlencode({'next': here})}")
     user = request.user
+    if sso and not user.is_authenticated:
+        # Kept for the single sign-on link, which brings the person back here signed in.
+        request.session[SESSION_KEY] = token
     context = {
         "invitation": invitation,
         "k": token,
         "inviter": _name(invitation.invited_by) if invitation.invited_by else "An owner",
         "sso": bool(sso),
+        "sso_url": f"{reverse('oidc_authentication_init')}?{urlencode({'next': here})}",
         "sso_name": getattr(settings, "PARLEY_OIDC_NAME", "") or "single sign-on",
         "password_login": getattr(settings, "PARLEY_PASSWORD_LOGIN", True),
         "form": {"username": "", "name": ""},
