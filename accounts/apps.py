@@ -9,6 +9,7 @@ class AccountsConfig(AppConfig):
     verbose_name = "Accounts and access"
 
     def ready(self):
-        from . import audit
+        from . import audit, tokens
 
         audit.connect_signals()
+        tokens.connect()

@@ -94,10 +94,10 @@ def _make_guest(env: dict) -> dict:
     """A second person, not yet a member, with a token (for the access round)."""
     script = (
         "from django.contrib.auth import get_user_model;"
-        "from rest_framework.authtoken.models import Token;"
+        "from accounts.tokens import token_create;"
         "from conversations.models import Workspace;"
         "u = get_user_model().objects.create_user('guest', password='guest');"
-        "print(u.pk, Workspace.objects.get(slug='bench').pk, Token.objects.create(user=u).key)"
+        "print(u.pk, Workspace.objects.get(slug='bench').pk, token_create(user=u, name='bench')[1])"
     )
     out = manage_shell(env, script)
     user, workspace, token = out.strip().splitlines()[-1].split()

@@ -252,12 +252,12 @@ def _person(env: dict, name: str, manage_shell) -> str:
     """Another person of the bench's workspace, and their token."""
     script = (
         "from django.contrib.auth import get_user_model;"
-        "from rest_framework.authtoken.models import Token;"
+        "from accounts.tokens import token_create;"
         "from conversations.models import Workspace, Membership;"
         f"u = get_user_model().objects.create_user({name!r});"
         "w = Workspace.objects.get(slug='bench');"
         "Membership.objects.create(workspace=w, user=u, role='owner');"
-        "print(Token.objects.create(user=u).key)"
+        "print(token_create(user=u, name='bench')[1])"
     )
     return manage_shell(env, script).strip().splitlines()[-1]
 

@@ -597,12 +597,12 @@ def prepare_parley(scratch: Path, extra: dict | None = None) -> tuple[dict, str]
     )
     script = (
         "from django.contrib.auth import get_user_model;"
-        "from rest_framework.authtoken.models import Token;"
+        "from accounts.tokens import token_create;"
         "from conversations.models import Workspace, Membership;"
         "u = get_user_model().objects.create_superuser('bench', password='bench');"
         "w = Workspace.objects.create(slug='bench', name='Bench');"
         "Membership.objects.create(workspace=w, user=u, role='owner');"
-        "print(Token.objects.create(user=u).key)"
+        "print(token_create(user=u, name='bench')[1])"
     )
     out = manage_shell(env, script)
     # The builtin agent's questions pick among the workspace's files: give it the demo's.

@@ -74,7 +74,6 @@ INSTALLED_APPS = [
     "django.contrib.messages",
     "django.contrib.staticfiles",
     "rest_framework",
-    "rest_framework.authtoken",
     "drf_spectacular",
     "drf_spectacular_sidecar",
     "channels",
@@ -269,6 +268,9 @@ AXES_LOCKOUT_CALLABLE = "core.lockout.lockout_page"
 AXES_RESET_ON_SUCCESS = True
 # A sign-in tried while locked is refused unchecked and does not stretch the lock.
 AXES_RESET_COOL_OFF_ON_FAILURE_DURING_LOCKOUT = False
+# The function every edge (REST, sockets, tails, MCP) asks which API key is a working token,
+# under the locks above: key -> (user, token) or None. core imports no app, so it is named here.
+PARLEY_TOKEN_LOOKUP = "accounts.tokens.user_and_token_for"
 
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "home"
@@ -289,7 +291,8 @@ WHITENOISE_AUTOREFRESH = DEBUG
 
 REST_FRAMEWORK = {
     # Token first: an unauthenticated REST client gets 401 with "WWW-Authenticate: Token".
-    # DRF's, under the login locks (a wrong key counts as a failed sign-in).
+    # People's API tokens (PARLEY_TOKEN_LOOKUP), under the login locks (a wrong, revoked or
+    # expired key counts as a failed sign-in).
     "DEFAULT_AUTHENTICATION_CLASSES": [
         "core.lockout.TokenAuthentication",
         "rest_framework.authentication.SessionAuthentication",

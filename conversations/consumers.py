@@ -118,6 +118,7 @@ class ConversationConsumer(GuardedConsumer):
             workspace_id=self.membership.workspace_id,
             role=self.membership.role,
             revoke=self.revoked,
+            token_id=self.scope.get("parley.token_id"),
         )
         try:
             if bad_query is not None:
@@ -163,10 +164,13 @@ class ConversationConsumer(GuardedConsumer):
 
     def revoked(self, kind: str) -> None:
         """The person lost access (see conversations.revocation): nothing more is sent, and the
-        socket closes (4403 removed, 4409 role lowered)."""
+        socket closes (4403 removed, 4409 role lowered, 4401 its API token revoked or expired)."""
         if self.pump is not None:
             self.pump.cancel()
-        code = CLOSE_FORBIDDEN if kind == revocation.REMOVED else CLOSE_ACCESS_CHANGED
+        code = {
+            revocation.REMOVED: CLOSE_FORBIDDEN,
+            revocation.TOKEN_ENDED: CLOSE_UNAUTHENTICATED,
+        }.get(kind, CLOSE_ACCESS_CHANGED)
         self.closing = asyncio.get_running_loop().create_task(self.close(code=code))
 
     async def clean_up(self):

@@ -1,10 +1,12 @@
 """Access that follows membership live.
 
 A socket or a tail opened on a workspace's conversation holds the access it was opened with
-(``Held``: the person, the workspace, the role). When the person loses it (their membership
-removed, their role lowered, their account deactivated), what they hold is revoked: a socket
-closes (4403 when they are no longer a member, so the page says so and stops; 4409 when their
-role was lowered, so the page reloads as what they now are) and a tail ends.
+(``Held``: the person, the workspace, the role, and the API token it was opened with, if any).
+When the person loses it (their membership removed, their role lowered, their account
+deactivated, the token revoked or expired), what they hold is revoked: a socket closes (4403
+when they are no longer a member, so the page says so and stops; 4409 when their role was
+lowered, so the page reloads as what they now are; 4401 when its token no longer works) and a
+tail ends. Which tokens still work is asked of ``tokens_usable``, a hook the accounts app fills.
 
 Each process compares what is held in it with the database, in one query: at once when a change
 commits in this process (the admin, a service, the shell: model signals), at once too when
@@ -26,6 +28,7 @@ from core.dbthreads import run_db
 from core.process import server_loop
 
 from .broadcast import hub
+from .hooks import Hook
 from .metrics import ACCESS_REVOKED
 from .models import Membership
 
@@ -33,6 +36,7 @@ logger = logging.getLogger(__name__)
 
 REMOVED = "removed"  # no longer a member (or the account was deactivated)
 LOWERED = "lowered"  # still a member, with a lesser role
+TOKEN_ENDED = "token_ended"  # the API token it was opened with was revoked or expired
 
 RANKS = {Membership.Role.VIEWER: 0, Membership.Role.MEMBER: 1, Membership.Role.OWNER: 2}
 
@@ -42,19 +46,30 @@ class Held:
     """Access held by a socket or a tail in this process."""
 
     user_id: int
-    workspace_id: int
+    workspace_id: int | None  # None: nothing held in a workspace, only the token
     role: str
-    # Called on the server loop, once, with REMOVED or LOWERED.
+    # Called on the server loop, once, with REMOVED, LOWERED or TOKEN_ENDED.
     revoke: Callable[[str], None]
+    token_id: str | None = None  # the API token it was opened with (None: a browser session)
 
+
+# Of a set of API token ids, those that still work (filled by the accounts app).
+tokens_usable: Hook[Callable[[set[str]], set[str]]] = Hook("the API tokens' check")
 
 _held: set[Held] = set()
 _checking: asyncio.Task | None = None
 _check_again = False
 
 
-def hold(*, user_id: int, workspace_id: int, role: str, revoke: Callable[[str], None]) -> Held:
-    held = Held(user_id, workspace_id, role, revoke)
+def hold(
+    *,
+    user_id: int,
+    workspace_id: int | None,
+    role: str,
+    revoke: Callable[[str], None],
+    token_id: str | None = None,
+) -> Held:
+    held = Held(user_id, workspace_id, role, revoke, token_id)
     _held.add(held)
     return held
 
@@ -75,6 +90,16 @@ def _roles(pairs: set[tuple[int, int]]) -> dict[tuple[int, int], str]:
     return {(user, workspace): role for user, workspace, role in rows}
 
 
+def _read(checking: list[Held]) -> tuple[dict, set[str]]:
+    """The roles of the pairs held, and which of the tokens held still work."""
+    pairs = {(held.user_id, held.workspace_id) for held in checking if held.workspace_id}
+    tokens = {held.token_id for held in checking if held.token_id is not None}
+    return (
+        _roles(pairs) if pairs else {},
+        tokens_usable.get()(tokens) if tokens else set(),
+    )
+
+
 async def check() -> int:
     """Revoke what is held here and was lost in the database. Returns how many."""
     if not _held:
@@ -82,13 +107,17 @@ async def check() -> int:
     # What is held now: access taken while the database is read is not in what it answers
     # (the next check sees it).
     checking = list(_held)
-    roles = await run_db(_roles, {(held.user_id, held.workspace_id) for held in checking})
+    roles, usable = await run_db(_read, checking)
     revoked = 0
     for held in checking:
         if held not in _held:
             continue  # let go meanwhile
         role = roles.get((held.user_id, held.workspace_id))
-        if role is None:
+        if held.token_id is not None and held.token_id not in usable:
+            kind = TOKEN_ENDED
+        elif held.workspace_id is None:
+            continue
+        elif role is None:
             kind = REMOVED
         elif RANKS.get(role, 0) < RANKS.get(held.role, 0):
             kind = LOWERED
@@ -128,10 +157,10 @@ async def _check_until_settled() -> None:
             return
 
 
-def _changed(**kwargs) -> None:
-    """A membership or an account changed here: once it commits, check this process's and tell
-    the others (if this process serves: a management command has no loop, and upkeep sees to
-    what it changes)."""
+def changed(**kwargs) -> None:
+    """A membership, an account or an API token changed here: once it commits, check this
+    process's and tell the others (if this process serves: a management command has no loop,
+    and upkeep sees to what it changes)."""
     transaction.on_commit(lambda: server_loop.call_soon(_changed_here))
 
 
@@ -142,11 +171,11 @@ def _changed_here() -> None:
 
 def _account_saved(instance, **kwargs) -> None:
     if not instance.is_active:
-        _changed()
+        changed()
 
 
 def connect_signals() -> None:
     hub.on_access_changed.append(check_soon)
-    post_save.connect(_changed, sender=Membership, dispatch_uid="parley-access-membership")
-    post_delete.connect(_changed, sender=Membership, dispatch_uid="parley-access-removed")
+    post_save.connect(changed, sender=Membership, dispatch_uid="parley-access-membership")
+    post_delete.connect(changed, sender=Membership, dispatch_uid="parley-access-removed")
     post_save.connect(_account_saved, sender=get_user_model(), dispatch_uid="parley-access-account")

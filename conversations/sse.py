@@ -33,6 +33,11 @@ REVOKED = {
     "code": "access_removed",
     "message": "Your access to this workspace was removed; the tail ends here.",
 }
+TOKEN_REVOKED = {
+    "code": "token_revoked",
+    "message": "The API token this tail was opened with was revoked or expired; the tail ends "
+    "here.",
+}
 FELL_BEHIND = {
     "code": "fell_behind",
     "message": "You stopped reading, so the tail ends here; reconnect with Last-Event-ID set to "
@@ -54,6 +59,7 @@ async def tail_stream(
     end_seq: int,
     follow_turn_id: str | None,
     membership=None,
+    token_id: str | None = None,
     first_page: list | None = None,
     flow_factory=None,
     slot=None,
@@ -61,7 +67,8 @@ async def tail_stream(
     """Events after ``after_seq``: up to ``end_seq`` when no turn is active, else until the
     active turn's terminal event; then ``done`` with the last seq sent. With ``membership``
     (the reader's), the tail ends with an ``error`` event instead should the reader lose access
-    to the workspace meanwhile (see conversations.revocation).
+    to the workspace meanwhile (see conversations.revocation), or the API token ``token_id`` it
+    was opened with be revoked or expire (``token_revoked``).
 
     With ``flow_factory`` (Daphne's, see core.streaming) nothing more is written while the
     client's buffer is full, and events are read from the database as the client takes them; a
@@ -81,13 +88,20 @@ async def tail_stream(
     if first_page is not None:
         feed.prime(first_page, read_before_subscribing=True)
     held = None
+    ended_by = []  # why access was lost, once it is
+
+    def revoke(kind: str) -> None:
+        ended_by.append(kind)
+        feed.interrupt()
+
     if membership is not None:
         # Held as a viewer's: a lowered role still reads, only a removal ends the tail.
         held = revocation.hold(
             user_id=membership.user_id,
             workspace_id=membership.workspace_id,
             role=Membership.Role.VIEWER,
-            revoke=lambda kind: feed.interrupt(),
+            revoke=revoke,
+            token_id=token_id,
         )
     TAILS_OPEN.inc()
     try:
@@ -135,7 +149,8 @@ async def tail_stream(
         if slot is not None:
             await asyncio.shield(slot.release())
     if feed.interrupted:
-        yield retry + sse_frame(encode({"error": REVOKED}), event="error")
+        error = TOKEN_REVOKED if revocation.TOKEN_ENDED in ended_by else REVOKED
+        yield retry + sse_frame(encode({"error": error}), event="error")
     elif behind:
         TAILS_BEHIND.inc()
         logger.info(
@@ -198,12 +213,19 @@ def tail_finished_response() -> HttpResponse:
 
 
 def tail_response(
-    conversation, *, after_seq: int, membership=None, flow_factory=None, slot=None
+    conversation,
+    *,
+    after_seq: int,
+    membership=None,
+    token_id: str | None = None,
+    flow_factory=None,
+    slot=None,
 ) -> StreamingHttpResponse:
     """The SSE response for a conversation read with its active turn (see selectors), for the
-    reader whose ``membership`` it is (the tail ends should they lose it), holding ``slot`` (see
-    tail_stream). Called where the database may be read (a database thread): the replay's first
-    page is read with it, so that the first events go out with the response's first bytes."""
+    reader whose ``membership`` it is (the tail ends should they lose it, or should the API
+    token ``token_id`` it was opened with stop working), holding ``slot`` (see tail_stream).
+    Called where the database may be read (a database thread): the replay's first page is read
+    with it, so that the first events go out with the response's first bytes."""
     first_page = selectors.event_frames_after(
         conversation_id=conversation.pk, after_seq=after_seq, limit=ConversationFeed.FIRST_PAGE
     )
@@ -214,6 +236,7 @@ def tail_response(
             end_seq=conversation.last_seq,
             follow_turn_id=conversation.active_turn_id,
             membership=membership,
+            token_id=token_id,
             first_page=first_page,
             flow_factory=flow_factory,
             slot=slot,

@@ -1,6 +1,7 @@
-"""WebSocket authentication, once per socket at the handshake: a DRF token in the Authorization
+"""WebSocket authentication, once per socket at the handshake: an API token in the Authorization
 header for clients that are not browsers, else the browser's session cookie (the Origin check
-that comes first is core.origins). Tokens are checked under the login locks (core.lockout)."""
+that comes first is core.origins). Tokens are checked under the login locks (core.lockout); the
+token's id goes in ``scope["parley.token_id"]``, so that the socket ends when it is revoked."""
 
 from importlib import import_module
 from types import SimpleNamespace
@@ -12,20 +13,21 @@ from django.contrib.auth.models import AnonymousUser
 from django.http.cookie import parse_cookie
 
 from core.dbthreads import run_db
-from core.lockout import LockedOut, attempt_from_scope, token_for
+from core.lockout import LockedOut, attempt_from_scope, key_from, token_for
 
 
 def _user_for_token(scope, key: str):
-    """The token's user; anonymous (the socket is closed with 4401) for a wrong key, which
-    counts as a failed sign-in from the socket's address, and for any key from an address
-    locked out."""
+    """The token's user and its id; anonymous (the socket is closed with 4401) for a wrong,
+    revoked or expired key, which counts as a failed sign-in from the socket's address, and for
+    any key from an address locked out."""
     try:
-        token = token_for(attempt_from_scope(scope), key)
+        found = token_for(attempt_from_scope(scope), key)
     except LockedOut:
-        return AnonymousUser()
-    if token is None or not token.user.is_active:
-        return AnonymousUser()
-    return token.user
+        return AnonymousUser(), None
+    if found is None:
+        return AnonymousUser(), None
+    user, token = found
+    return user, token.pk
 
 
 def _user_for_session(session_key: str | None):
@@ -37,8 +39,9 @@ def _user_for_session(session_key: str | None):
 class WebSocketAuthMiddleware(BaseMiddleware):
     """Puts the socket's user in ``scope["user"]``.
 
-    ``Authorization: Token <key>`` wins when present: a client that names a credential gets that
-    one (a wrong token makes the socket anonymous, and it is closed with 4401). Otherwise the
+    ``Authorization: Token <key>`` (or ``Bearer <key>``) wins when present: a client that names
+    a credential gets that one (a wrong, revoked or expired token makes the socket anonymous,
+    and it is closed with 4401). Otherwise the
     session cookie is read with Channels' own ``get_user``, which verifies the session hash.
 
     Channels' AuthMiddlewareStack would also wrap every frame the socket sends to see whether the
@@ -51,10 +54,14 @@ class WebSocketAuthMiddleware(BaseMiddleware):
     async def __call__(self, scope, receive, send):
         headers = dict(scope.get("headers", ()))
         authorization = headers.get(b"authorization", b"").decode("latin1")
-        scheme, _, key = authorization.partition(" ")
-        if scheme.lower() == "token":
-            user = await run_db(_user_for_token, scope, key.strip())
+        scheme = authorization.partition(" ")[0].lower()
+        token_id = None
+        if scheme in ("token", "bearer"):
+            key = key_from(authorization) or ""
+            user, token_id = await run_db(_user_for_token, scope, key)
         else:
             cookies = parse_cookie(headers.get(b"cookie", b"").decode("latin1"))
             user = await run_db(_user_for_session, cookies.get(settings.SESSION_COOKIE_NAME))
-        return await super().__call__(dict(scope, user=user), receive, send)
+        scope = dict(scope, user=user)
+        scope["parley.token_id"] = token_id
+        return await super().__call__(scope, receive, send)

@@ -3,9 +3,11 @@ them) by account and address and by address alone, each against its own limit; t
 set, when it ends and what people are told; and API tokens checked under the same locks.
 
 Passwords reach Django's ``authenticate()`` from the two login forms (the site's and the
-admin's), which axes watches through its backend and signals. Tokens (REST, the socket's
-handshake, MCP) and the scrape token of ``/metrics`` are checked by :func:`checked`, which counts
-a wrong one as a failed sign-in with no account: it counts toward its address's limit.
+admin's), which axes watches through its backend and signals. API tokens (REST, the socket's
+handshake, tails, MCP) and the scrape token of ``/metrics`` are checked by :func:`checked`,
+which counts a wrong one as a failed sign-in with no account: it counts toward its address's
+limit. Which key is a working token is asked of ``PARLEY_TOKEN_LOOKUP`` (the accounts app's):
+a revoked or expired token is a wrong one.
 """
 
 import ipaddress
@@ -27,9 +29,9 @@ from django.db.models import Sum
 from django.http import HttpRequest
 from django.template.response import TemplateResponse
 from django.utils import timezone
+from django.utils.module_loading import import_string
 from rest_framework import authentication
 from rest_framework import exceptions as drf_exceptions
-from rest_framework.authtoken.models import Token
 
 from core.errors import ApplicationError
 
@@ -236,26 +238,51 @@ def _record_failure(attempt: HttpRequest, credentials: dict) -> None:
         user_login_failed.send(sender=__name__, credentials=credentials, request=attempt)
 
 
-def token_for(attempt: HttpRequest, key: str) -> Token | None:
-    """The API token ``key``, its user with it, checked under the address's lock (see
-    :func:`checked`); None if there is none."""
-    return checked(attempt, Token.objects.select_related("user").filter(key=key).first)
+def token_for(attempt: HttpRequest, key: str):
+    """``(user, token)`` for the API key ``key``, checked under the address's lock (see
+    :func:`checked`) by ``PARLEY_TOKEN_LOOKUP``; None for a wrong, revoked or expired key or an
+    inactive account (a failed sign-in). The token is the lookup's: it has an id, ``pk``."""
+    lookup = import_string(settings.PARLEY_TOKEN_LOOKUP)
+    return checked(attempt, lambda: lookup(key))
+
+
+def key_from(authorization: str) -> str | None:
+    """The key of ``Authorization: Token <key>`` or ``Bearer <key>``; None for anything else."""
+    scheme, _, key = authorization.partition(" ")
+    if scheme.lower() in ("token", "bearer") and key.strip():
+        return key.strip()
+    return None
 
 
 class TokenAuthentication(authentication.TokenAuthentication):
-    """DRF's ``Authorization: Token <key>`` under the login locks: a wrong key counts as a
-    failed sign-in from the caller's address, and an address locked out gets 429 ``locked_out``
-    with ``Retry-After`` (core.api renders it), whatever key it sends. (Here, not in core.api,
-    because DRF imports its authentication classes while its views are still loading.)"""
+    """DRF's ``Authorization: Token <key>`` (``Bearer <key>`` too) under the login locks: a wrong
+    key counts as a failed sign-in from the caller's address, and an address locked out gets 429
+    ``locked_out`` with ``Retry-After`` (core.api renders it), whatever key it sends. The answer
+    without credentials stays DRF's: 401 with ``WWW-Authenticate: Token``. (Here, not in
+    core.api, because DRF imports its authentication classes while its views are still
+    loading.)"""
 
     def authenticate(self, request):
+        header = authentication.get_authorization_header(request).decode("latin1")
+        scheme, _, rest = header.partition(" ")
+        if scheme.lower() != "bearer":
+            self.attempt = attempt_from_request(request)
+            return super().authenticate(request)
+        if " " in rest.strip() or not rest.strip():
+            raise drf_exceptions.AuthenticationFailed("Invalid token header.")
         self.attempt = attempt_from_request(request)
-        return super().authenticate(request)
+        return self.authenticate_credentials(rest.strip())
 
     def authenticate_credentials(self, key):
-        token = token_for(self.attempt, key)
-        if token is None:
+        found = token_for(self.attempt, key)
+        if found is None:
             raise drf_exceptions.AuthenticationFailed("Invalid token.")
-        if not token.user.is_active:
-            raise drf_exceptions.AuthenticationFailed("User inactive or deleted.")
-        return token.user, token
+        return found
+
+
+def api_token_id(request) -> str | None:
+    """The id of the API token a DRF request was authenticated with (None: a browser session,
+    an answer link)."""
+    if isinstance(getattr(request, "successful_authenticator", None), TokenAuthentication):
+        return request.auth.pk
+    return None

@@ -4,9 +4,11 @@ through Parley, over MCP's Streamable HTTP at ``/mcp/``, served by the same ASGI
 Built on the official ``mcp`` SDK's low-level server and its Streamable HTTP session manager
 (stateful sessions, each a task on the server loop). Every request must carry a Parley API token
 (``Authorization: Bearer <token>``, as MCP clients send it, or ``Token <token>``); without a
-valid one it is answered 401 before any MCP message is read (a wrong one counts as a failed
-sign-in from the caller's address, and an address locked out is answered 429: core.lockout),
-and a session answers only the person who opened it. A person may have
+valid one it is answered 401 before any MCP message is read (a wrong, revoked or expired one
+counts as a failed sign-in from the caller's address, and an address locked out is answered
+429: core.lockout), and a session answers only the person who opened it. A session follows the
+token that opened it: revoked, the call waiting ends and every later call is refused (see
+external.sessions). A person may have
 PARLEY_MAX_MCP_SESSIONS_PER_PERSON sessions open (over every process), and opening one counts as
 starting a turn (PARLEY_TURN_RATE): past either, the request that would open it is answered 429
 with Retry-After.
@@ -38,7 +40,7 @@ from mcp.shared.exceptions import McpError
 from core import slots
 from core.dbthreads import run_db
 from core.errors import ApplicationError, too_many
-from core.lockout import LockedOut, attempt_from_scope, token_for
+from core.lockout import LockedOut, attempt_from_scope, key_from, token_for
 from core.throttles import rate_check
 
 from . import tasks
@@ -209,7 +211,7 @@ class Endpoint:
 
     async def __call__(self, scope, receive, send) -> None:
         try:
-            user, key = await _authenticate(scope)
+            user, key, token_id = await _authenticate(scope)
         except LockedOut as locked:
             await _refuse(send, locked)
             return
@@ -219,7 +221,12 @@ class Endpoint:
         access = AccessToken(
             token=key, client_id=str(user.pk), scopes=[], subject=user.get_username()
         )
-        scope = {**scope, "user": AuthenticatedUser(access), "parley.user": user}
+        scope = {
+            **scope,
+            "user": AuthenticatedUser(access),
+            "parley.user": user,
+            "parley.token_id": token_id,
+        }
         manager = await self._started()
         holder = None
         if scope["method"] == "POST" and not any(
@@ -290,25 +297,25 @@ def _is_cancelled_answer(body: bytes) -> bool:
 def _token_from(scope) -> str | None:
     for name, value in scope.get("headers", []):
         if name == b"authorization":
-            scheme, _, key = value.decode("latin-1").partition(" ")
-            if scheme.lower() in ("bearer", "token") and key.strip():
-                return key.strip()
+            return key_from(value.decode("latin-1"))
     return None
 
 
 async def _authenticate(scope):
-    """The caller's user and key; (None, None) without a valid token. A wrong key counts as a
-    failed sign-in from the caller's address; raises LockedOut for an address locked out."""
+    """The caller's user, key and token id; Nones without a working token. A wrong, revoked or
+    expired key counts as a failed sign-in from the caller's address; raises LockedOut for an
+    address locked out."""
     key = _token_from(scope)
     if key is None:
-        return None, None
-    user = await run_db(_token_user, scope, key)
-    return (user, key) if user is not None else (None, None)
+        return None, None, None
+    found = await run_db(_token_user, scope, key)
+    return (found[0], key, found[1]) if found is not None else (None, None, None)
 
 
 def _token_user(scope, key: str):
-    token = token_for(attempt_from_scope(scope), key)
-    return token.user if token is not None and token.user.is_active else None
+    """The token's user and id (core.lockout's look-up, under the login locks)."""
+    found = token_for(attempt_from_scope(scope), key)
+    return (found[0], found[1].pk) if found is not None else None
 
 
 async def _unauthorized(send) -> None:

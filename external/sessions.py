@@ -6,7 +6,8 @@ Access follows the person as everywhere else (conversations.access decides, at e
 conversations.revocation acts at once on every process): once the session has a conversation it
 holds access to act in its workspace, and when the person is removed, deactivated or lowered to
 viewer, the session loses it: the call waiting ends with a tool error, its turn ends (its open
-questions are cancelled, so no answer reaches them), and every later call is refused.
+questions are cancelled, so no answer reaches them), and every later call is refused. So too
+when the API token that opened the session is revoked or expires (held from its first call on).
 """
 
 import asyncio
@@ -41,6 +42,8 @@ LOST = {
     "its workspace (or your account was deactivated). This session takes no more calls.",
     revocation.LOWERED: "You may no longer act in this conversation: your role in its workspace "
     "was lowered to viewer. This session takes no more calls.",
+    revocation.TOKEN_ENDED: "The API token this session was opened with was revoked or expired. "
+    "This session takes no more calls: open another with a token that works.",
 }
 
 
@@ -55,7 +58,9 @@ class Session:
         self.link = None
         self.asked: list[str] = []
         self.lost: str | None = None  # why the session lost its access, once it has
+        self.token_id: str | None = None  # the API token that opened the session
         self._held: revocation.Held | None = None
+        self._token_held: revocation.Held | None = None  # until the session has a conversation
         self._binding = asyncio.Lock()
         self.ended = False
 
@@ -63,6 +68,15 @@ class Session:
         request = context.request
         if self.user is None and request is not None:
             self.user = request.scope["parley.user"]
+            self.token_id = request.scope.get("parley.token_id")
+            if self.token_id is not None and self.conversation is None and not self.ended:
+                self._token_held = revocation.hold(
+                    user_id=self.user.pk,
+                    workspace_id=None,
+                    role=Membership.Role.VIEWER,
+                    revoke=self._revoke,
+                    token_id=self.token_id,
+                )
         params = context.session.client_params
         if params is not None and params.clientInfo.name:
             self.client = (params.clientInfo.title or params.clientInfo.name)[:100]
@@ -144,7 +158,9 @@ class Session:
             workspace_id=conversation.workspace_id,
             role=Membership.Role.MEMBER,
             revoke=self._revoke,
+            token_id=self.token_id,
         )
+        revocation.let_go(self._token_held)
         # Access taken away between the look-up and the hold is seen at once all the same.
         revocation.check_soon()
 
@@ -153,9 +169,14 @@ class Session:
         self.lost = LOST[kind]
         if self.link is not None:
             who = self.user.get_username()
+            why = (
+                f"the API token of {who}'s outside agent was revoked or expired"
+                if kind == revocation.TOKEN_ENDED
+                else f"{who} may no longer act in this workspace"
+            )
             self.link.close(
-                notice=f"{who} may no longer act in this workspace: the outside agent's session "
-                f"working as {who} has ended."
+                notice=f"{why[0].upper()}{why[1:]}: the outside agent's session working as "
+                f"{who} has ended."
             )
 
     def end(self) -> None:
@@ -163,6 +184,7 @@ class Session:
         task is cut short; its turn goes on while questions asked as tasks are open (access
         still followed), and ends with the last of them."""
         self.ended = True
+        revocation.let_go(self._token_held)
         if self.link is None:
             revocation.let_go(self._held)
         else:

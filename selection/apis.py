@@ -3,7 +3,6 @@
 from django.utils.text import Truncator
 from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_serializer
 from rest_framework import serializers
-from rest_framework.authtoken.models import Token
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
@@ -12,6 +11,7 @@ from conversations.files import UnsafePath, Within, list_folder
 from conversations.questions import FIELDS, KINDS, MAX_OPTIONS, OPTION, PROMPT
 from core.api import PooledApiView, error_responses, field_for
 from core.errors import ApplicationError, not_found
+from core.lockout import api_token_id
 from core.people import person
 
 from . import selectors, services
@@ -202,7 +202,7 @@ def _via(request) -> str:
     signed-in browser), or a client with a token."""
     if isinstance(request.auth, AnswerLink):
         return Via.LINK
-    return Via.API if isinstance(request.auth, Token) else Via.PAGE
+    return Via.API if api_token_id(request) is not None else Via.PAGE
 
 
 @link_scoped

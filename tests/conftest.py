@@ -21,8 +21,8 @@ from asgiref.sync import SyncToAsync
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.db import connections
-from rest_framework.authtoken.models import Token
 
+from accounts.tokens import token_create
 from conversations import services
 from conversations.models import Membership, Workspace
 from core.dbthreads import close_connections
@@ -63,7 +63,7 @@ def _person(username: str) -> Person:
         first_name=username.title(),
         email=f"{username}@example.com",
     )
-    return Person(user=user, token=Token.objects.create(user=user).key)
+    return Person(user=user, token=token_create(user=user, name="tests")[1])
 
 
 def pytest_sessionfinish(session, exitstatus):

@@ -18,6 +18,7 @@ from core.api import (
     error_responses,
 )
 from core.errors import ApplicationError, too_many
+from core.lockout import api_token_id
 
 from .. import selectors
 from ..access import conversation_access
@@ -222,6 +223,7 @@ class ConversationTailApi(PooledApiView):
             conversation,
             after_seq=after_seq,
             membership=membership,
+            token_id=api_token_id(request),  # the tail ends should the token be revoked
             # Daphne's (see core.streaming): the tail waits for a client that stops reading.
             flow_factory=getattr(request._request, "scope", {}).get("parley.response_flow"),
             slot=slot,

@@ -58,7 +58,7 @@ def test_make_cluster_starts_two_processes_that_share_everything_and_stops_on_ct
         text = "".join(output)
         for port in ports:
             assert f"http://127.0.0.1:{port}/" in text
-        token = re.search(r"alice .* token: (\w+)", text).group(1)
+        token = re.search(r"alice .* token: (\S+)", text).group(1)
         a, b = (
             httpx.Client(
                 base_url=f"http://127.0.0.1:{port}",

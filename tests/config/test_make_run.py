@@ -61,7 +61,7 @@ def test_make_run_sends_links_that_lead_back_to_itself(tmp_path, mailbox):
                 output.append(lines.get(timeout=1))
             except queue.Empty:
                 continue
-        token = re.search(r"alice .* token: (\w+)", "".join(output)).group(1)
+        token = re.search(r"alice .* token: (\S+)", "".join(output)).group(1)
         alice = httpx.Client(
             base_url=f"http://127.0.0.1:{port}",
             headers={"Authorization": f"Token {token}"},

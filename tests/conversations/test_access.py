@@ -166,8 +166,8 @@ async def test_browser_socket_uses_the_session_and_checks_the_origin(server, peo
     assert rejected.value.response.status_code == 403
 
 
-def test_drf_create_token_gives_a_working_rest_token(server, people, capsys):
-    call_command("drf_create_token", "bob", reset_token=True)
-    key = re.search(r"([0-9a-f]{40})", capsys.readouterr().out).group(1)
+def test_create_token_gives_a_working_rest_token(server, people, capsys):
+    call_command("create_token", "bob", name="script")
+    key = re.search(r"(prl_[\w-]+)", capsys.readouterr().out).group(1)
     with httpx.Client(base_url=server.url, headers={"Authorization": f"Token {key}"}) as client:
         assert client.get("/api/workspaces/").json()[0]["slug"] == "team"

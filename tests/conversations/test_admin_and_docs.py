@@ -115,6 +115,16 @@ def test_seed_demo_is_idempotent_and_prints_credentials(db, settings, tmp_path, 
     assert "alice-parley" in first and "copied 8 sample files" in first
     assert "copied" not in second and workspace.conversations.count() == 1
     assert (tmp_path / "demo" / "reports" / "q4-plan.md").is_file()
+    # A fresh demo key each run (a key is kept only as its hash): the last one printed works,
+    # the one before is revoked, and each person keeps one demo token.
+    from accounts.tokens import user_and_token_for
+
+    keys = [re.search(r"alice .* token: (\S+)", out).group(1) for out in (first, second)]
+    assert keys[0] != keys[1] and keys[1].startswith("prl_")
+    assert user_and_token_for(keys[0]) is None
+    assert user_and_token_for(keys[1])[0].username == "alice"
+    alice = get_user_model().objects.get(username="alice")
+    assert alice.api_tokens.filter(name="Demo token", revoked_at__isnull=True).count() == 1
 
 
 def test_admin_links_and_redirects_survive_ids_that_look_like_its_escapes(

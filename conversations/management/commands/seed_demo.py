@@ -1,15 +1,18 @@
 """Create the demo workspace (alice = owner, bob = member, carol = viewer) and its sample files.
 
-Safe to run again: what exists is left as it is, passwords included.
+Safe to run again: what exists is left as it is, passwords included. Each person gets a fresh
+"Demo token" every run, printed (a key is kept only as its hash, so it cannot be shown again):
+the one printed before is revoked, and a person keeps one demo token.
 """
 
+import io
 import shutil
 from pathlib import Path
 
 from django.contrib.auth import get_user_model
+from django.core.management import call_command
 from django.core.management.base import BaseCommand
 from django.db import transaction
-from rest_framework.authtoken.models import Token
 
 from conversations import services
 from conversations.models import Conversation, Membership, Workspace
@@ -49,8 +52,11 @@ class Command(BaseCommand):
                     user.save()
                 if not Membership.objects.filter(workspace=workspace, user=user).exists():
                     services.membership_set(workspace=workspace, user=user, role=role)
-                token, _ = Token.objects.get_or_create(user=user)
-                credentials.append((username, role, password if created else None, token.key))
+                # The accounts app's command (this app does not import accounts).
+                made = io.StringIO()
+                call_command("create_token", username, name="Demo token", replace=True, stdout=made)
+                key = made.getvalue().strip()
+                credentials.append((username, role, password if created else None, key))
             if not Conversation.objects.filter(workspace=workspace).exists():
                 services.conversation_create(
                     workspace=workspace,
