@@ -1,10 +1,11 @@
 """The admin's view of accounts: people's API tokens (revocable, never readable), invitations,
 and the audit log (read-only: it is append-only)."""
 
-from django.contrib import admin
+from django.contrib import admin, messages
 
 from . import membership_admin  # noqa: F401  (memberships changed in the admin are audited)
 from .models import ApiToken, AuditEntry, Invitation
+from .tokens import token_revoke
 
 
 @admin.register(AuditEntry)
@@ -35,11 +36,28 @@ class InvitationAdmin(admin.ModelAdmin):
 
 @admin.register(ApiToken)
 class ApiTokenAdmin(admin.ModelAdmin):
-    list_display = ["name", "user", "key_start", "created_at", "last_used_at", "expires_at"]
+    list_display = [
+        "name",
+        "user",
+        "key_start",
+        "created_at",
+        "last_used_at",
+        "expires_at",
+        "revoked_at",
+    ]
     list_filter = ["revoked_at"]
     search_fields = ["name", "user__username"]
-    readonly_fields = ["key_start", "created_at", "last_used_at"]
+    readonly_fields = ["key_start", "created_at", "last_used_at", "revoked_at"]
     exclude = ["key_hash"]
+    actions = ["revoke"]
 
     def has_add_permission(self, request):
         return False  # a key is shown once, to its owner, on their tokens page
+
+    @admin.action(description="Revoke the selected tokens (they stop working at once)")
+    def revoke(self, request, queryset):
+        revoked = 0
+        for token in queryset.filter(revoked_at__isnull=True).select_related("user"):
+            token_revoke(token=token, actor=request.user, request=request)
+            revoked += 1
+        self.message_user(request, f"{revoked} token(s) revoked.", messages.SUCCESS)

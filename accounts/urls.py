@@ -2,7 +2,16 @@
 
 from django.urls import path
 
-from . import account_page, apis, invitation_pages, member_pages, password_pages, sso_pages
+from . import (
+    account_page,
+    apis,
+    invitation_pages,
+    member_pages,
+    password_pages,
+    sso_pages,
+    token_pages,
+    tokens_api,
+)
 
 urlpatterns = [
     # A person's own account (accounts.account_page, accounts.password_pages).
@@ -70,5 +79,14 @@ urlpatterns = [
         "oidc/callback/",
         sso_pages.SsoCallbackView.as_view(),
         name="oidc_authentication_callback",
+    ),
+    # API tokens: a person's own (accounts.tokens_api, accounts.token_pages).
+    path("api/me/tokens/", tokens_api.MyTokensApi.as_view(), name="api-my-tokens"),
+    path("api/me/tokens/<str:token_id>/", tokens_api.MyTokenApi.as_view(), name="api-my-token"),
+    path("settings/tokens/", token_pages.tokens_page, name="api-tokens"),
+    path(
+        "settings/tokens/<str:token_id>/revoke/",
+        token_pages.token_revoke_page,
+        name="api-token-revoke",
     ),
 ]
