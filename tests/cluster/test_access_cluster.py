@@ -69,3 +69,37 @@ async def ready_or_ack(ws) -> dict:
     while frame.get("type") != "ws.ack":
         frame = await receive_json(ws, timeout=60)
     return frame
+
+
+async def test_a_token_revoked_on_one_process_ends_what_another_serves_with_it(nodes, people):
+    from accounts.tokens import token_create
+    from tests.conftest import Person
+
+    a, b = nodes
+
+    def another_token() -> tuple[Person, str]:
+        from django.db import connection
+
+        try:
+            token, key = token_create(user=people.bob.user, name="script")
+            return Person(user=people.bob.user, token=key), token.pk
+        finally:
+            connection.close()
+
+    script, script_id = await asyncio.to_thread(another_token)
+    cid, _ = await asyncio.to_thread(parked_conversation, b, people)
+    lines: list[str] = []
+    async with b.connect(cid, script) as ws, b.connect(cid, people.bob) as other:
+        await ready(ws)
+        await ready(other)
+        tail = asyncio.create_task(tail_lines(b, script, cid, lines))
+        async with a.async_client(people.bob) as rest:
+            revoked = await rest.delete(f"/api/me/tokens/{script_id}/")
+            assert revoked.status_code == 204, revoked.text
+        assert await closed_with(ws) == 4401
+        async with asyncio.timeout(60):
+            await tail
+        *_, (name, data) = sse_events(lines)
+        assert name == "error" and data["error"]["code"] == "token_revoked"
+        await other.send('{"type": "resume", "ref": "r", "from_seq": 0}')
+        assert (await ready_or_ack(other))["ref"] == "r"
