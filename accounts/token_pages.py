@@ -30,7 +30,9 @@ class TokenForm(forms.Form):
     name = forms.CharField(max_length=NAME_MAX, label="Name", help_text="What it is for")
     expires = forms.ChoiceField(choices=EXPIRIES, required=False, label="Expires")
     expires_on = forms.DateField(
-        required=False, label="Date", widget=forms.DateInput(attrs={"type": "date"})
+        required=False,
+        label="Expiry date (for “On a date…”)",
+        widget=forms.DateInput(attrs={"type": "date"}),
     )
 
     def clean(self):
