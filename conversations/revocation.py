@@ -112,15 +112,14 @@ async def check() -> int:
     for held in checking:
         if held not in _held:
             continue  # let go meanwhile
+        # Membership first: a person removed (or deactivated) is told so, whatever their token.
         role = roles.get((held.user_id, held.workspace_id))
-        if held.token_id is not None and held.token_id not in usable:
-            kind = TOKEN_ENDED
-        elif held.workspace_id is None:
-            continue
-        elif role is None:
+        if held.workspace_id is not None and role is None:
             kind = REMOVED
-        elif RANKS.get(role, 0) < RANKS.get(held.role, 0):
+        elif held.workspace_id is not None and RANKS.get(role, 0) < RANKS.get(held.role, 0):
             kind = LOWERED
+        elif held.token_id is not None and held.token_id not in usable:
+            kind = TOKEN_ENDED
         else:
             continue
         _held.discard(held)

@@ -170,13 +170,12 @@ class Session:
         if self.link is not None:
             who = self.user.get_username()
             why = (
-                f"the API token of {who}'s outside agent was revoked or expired"
+                f"The API token {who}'s outside agent used was revoked or expired"
                 if kind == revocation.TOKEN_ENDED
                 else f"{who} may no longer act in this workspace"
             )
             self.link.close(
-                notice=f"{why[0].upper()}{why[1:]}: the outside agent's session working as "
-                f"{who} has ended."
+                notice=f"{why}: the outside agent's session working as {who} has ended."
             )
 
     def end(self) -> None:
