@@ -14,6 +14,7 @@ from django.contrib.auth import get_user_model
 from django.contrib.contenttypes.models import ContentType
 from django.urls import URLResolver, get_resolver
 
+from accounts.models import ApiToken
 from conversations import services
 from conversations.models import Conversation
 from reach.preferences import preference_update
@@ -121,6 +122,10 @@ def _values(name: str, pattern, fixture: Fixture) -> list[str]:
         "url": lambda: [],
         "slug": lambda: ["team", "other"],
         "endpoint_id": lambda: [fixture.endpoint],
+        # A token of someone the walk does not act as (revoking it changes nothing walked).
+        "token_id": lambda: [
+            ApiToken.objects.filter(user__username="dave").values_list("pk", flat=True).first()
+        ],
     }
     assert name in known, f"{pattern.pattern} has a parameter the walk cannot fill: {name}"
     real = known[name]()
