@@ -44,8 +44,9 @@ QUESTIONS_PARKED = Gauge(
 )
 ACCESS_REVOKED = Counter(
     "parley_access_revoked",
-    "Sockets and tails closed because their person lost access to the workspace",
-    ["kind"],  # removed, lowered
+    "Sockets, tails and MCP sessions ended because their person lost access to the workspace "
+    "or their API token was revoked or expired",
+    ["kind"],  # removed, lowered, token_ended
 )
 WAKEUPS_RECOVERED = Counter(
     "parley_lost_wakeups_recovered",
