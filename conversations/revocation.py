@@ -92,7 +92,9 @@ def _roles(pairs: set[tuple[int, int]]) -> dict[tuple[int, int], str]:
 
 def _read(checking: list[Held]) -> tuple[dict, set[str]]:
     """The roles of the pairs held, and which of the tokens held still work."""
-    pairs = {(held.user_id, held.workspace_id) for held in checking if held.workspace_id}
+    pairs = {
+        (held.user_id, held.workspace_id) for held in checking if held.workspace_id is not None
+    }
     tokens = {held.token_id for held in checking if held.token_id is not None}
     return (
         _roles(pairs) if pairs else {},

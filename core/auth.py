@@ -41,8 +41,8 @@ class WebSocketAuthMiddleware(BaseMiddleware):
 
     ``Authorization: Token <key>`` (or ``Bearer <key>``) wins when present: a client that names
     a credential gets that one (a wrong, revoked or expired token makes the socket anonymous,
-    and it is closed with 4401). Otherwise the
-    session cookie is read with Channels' own ``get_user``, which verifies the session hash.
+    and it is closed with 4401). Otherwise the session cookie is read with Channels' own
+    ``get_user``, which verifies the session hash.
 
     Channels' AuthMiddlewareStack would also wrap every frame the socket sends to see whether the
     session needs saving, a lazy-object lookup per frame that cost a third of the throughput to
