@@ -1,6 +1,6 @@
 """Dependencies point one way: no import cycle between files, and the apps' rules.
 
-Every module of config/, core/, conversations/, selection/, reach/ and external/ is parsed (not
+Every module of config/, core/, conversations/, selection/, reach/, external/ and accounts/ is parsed (not
 imported), and every import in it counts, at any depth: at the top, inside a function, under
 ``TYPE_CHECKING``. An import of ``a.b.c`` also runs ``a/__init__`` and ``a/b/__init__``, so it
 depends on them too (but for a module inside ``a.b``, which ``a/b/__init__`` may gather).
@@ -11,7 +11,7 @@ import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-PACKAGES = ("config", "core", "conversations", "selection", "reach", "external")
+PACKAGES = ("config", "core", "conversations", "selection", "reach", "external", "accounts")
 
 
 def _module_name(path: Path) -> str:
@@ -147,7 +147,7 @@ def _edges(graph, source_prefix: str, target_prefix: str) -> list[str]:
 def test_core_imports_no_app():
     # The platform names no conversation, question or turn: it serves the apps, never the reverse.
     graph = import_graph()
-    for app in ("config", "conversations", "selection", "reach", "external"):
+    for app in ("config", "conversations", "selection", "reach", "external", "accounts"):
         assert _edges(graph, "core", app) == []
 
 
@@ -175,6 +175,19 @@ def test_nothing_below_the_reach_app_imports_it():
     for below in ("conversations", "selection", "external"):
         assert _edges(graph, below, "reach") == []
     assert _edges(graph, "config", "reach") == []
+
+
+def test_nothing_below_the_accounts_app_imports_it():
+    # Who people are and how they get in sits above the apps it grants access to: the token
+    # lookup is named in settings (PARLEY_TOKEN_LOOKUP), and revocation asks it through a hook.
+    graph = import_graph()
+    for below in ("conversations", "selection", "reach", "external"):
+        assert _edges(graph, below, "accounts") == []
+    # The site's login page is the accounts app's (single sign-on beside the password).
+    assert _edges(graph, "config", "accounts") == [
+        "config.urls -> accounts",
+        "config.urls -> accounts.sso_pages",
+    ]
 
 
 def test_neither_app_imports_the_others_apis():

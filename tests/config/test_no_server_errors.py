@@ -6,6 +6,7 @@ Daphne, answer something other than a 5xx, and nothing is logged at ERROR."""
 import asyncio
 import re
 from dataclasses import dataclass
+from datetime import timedelta
 
 import httpx
 import pytest
@@ -13,8 +14,11 @@ import websockets
 from django.contrib.auth import get_user_model
 from django.contrib.contenttypes.models import ContentType
 from django.urls import URLResolver, get_resolver
+from django.utils import timezone
+from django.utils.encoding import force_bytes
+from django.utils.http import urlsafe_base64_encode
 
-from accounts.models import ApiToken
+from accounts.models import ApiToken, Invitation
 from conversations import services
 from conversations.models import Conversation
 from reach.preferences import preference_update
@@ -81,6 +85,13 @@ def fixture(server, people) -> Fixture:
     )
     preference_update(user=people.bob.user, email="all")
     workspace_slack_channel_set(workspace=people.workspace, slack_channel="C0TEAM01")
+    # A pending invitation: a row for the accounts app's API and admin.
+    Invitation.objects.create(
+        workspace=people.workspace,
+        email="erin@example.com",
+        invited_by=people.alice.user,
+        expires_at=timezone.now() + timedelta(days=7),
+    )
     fixture = Fixture(
         conversation=cid,
         others=other.pk,
@@ -122,6 +133,15 @@ def _values(name: str, pattern, fixture: Fixture) -> list[str]:
         "url": lambda: [],
         "slug": lambda: ["team", "other"],
         "endpoint_id": lambda: [fixture.endpoint],
+        # Password reset links: a person's id as Django encodes it, and the token Django puts
+        # in the session's place (a wrong one is the nonsense).
+        "uidb64": lambda: [
+            urlsafe_base64_encode(force_bytes(get_user_model().objects.get(username="bob").pk))
+        ],
+        "token": lambda: ["set-password"],
+        "invitation_id": lambda: list(Invitation.objects.values_list("pk", flat=True)[:1]),
+        # Someone the walk does not act as (removing them changes nothing walked).
+        "username": lambda: ["dave"],
         # A token of someone the walk does not act as (revoking it changes nothing walked).
         "token_id": lambda: [
             ApiToken.objects.filter(user__username="dave").values_list("pk", flat=True).first()
