@@ -1,9 +1,9 @@
 """Dependencies point one way: no import cycle between files, and the apps' rules.
 
 Every module of config/, core/, conversations/, selection/, reach/, external/ and accounts/ is
-parsed (not imported), and every import in it counts, at any depth: at the top, inside a function, under
-``TYPE_CHECKING``. An import of ``a.b.c`` also runs ``a/__init__`` and ``a/b/__init__``, so it
-depends on them too (but for a module inside ``a.b``, which ``a/b/__init__`` may gather).
+parsed (not imported), and every import in it counts, at any depth: at the top, inside a function,
+under ``TYPE_CHECKING``. An import of ``a.b.c`` also runs ``a/__init__`` and ``a/b/__init__``, so
+it depends on them too (but for a module inside ``a.b``, which ``a/b/__init__`` may gather).
 """
 
 import ast
