@@ -56,6 +56,7 @@ class Membership(models.Model):
     user = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="memberships"
     )
+
     class Source(models.TextChoices):
         """Where a membership came from. One the identity provider's roles claim made is
         re-read at each sign-in (accounts.sso), and removed when the claim no longer names it."""

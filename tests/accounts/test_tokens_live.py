@@ -51,9 +51,7 @@ async def _tail_open(server, person, cid) -> tuple[asyncio.Task, list[str]]:
     return task, lines
 
 
-async def test_revoking_a_token_ends_its_sockets_and_tails_at_once_and_nothing_else(
-    server, people
-):
+async def test_revoking_a_token_ends_its_sockets_and_tails_at_once_and_nothing_else(server, people):
     cid, _ = await asyncio.to_thread(parked_conversation, server, people)
     script, script_id = await _another_token(people.bob, "script")
     me_url = f"ws://127.0.0.1:{server.port}/ws/me/"
