@@ -138,3 +138,32 @@ def test_with_password_sign_in_off_no_password_signs_in(people):
             authenticate(RequestFactory().post("/login/"), username="bob", password="bob-pw")
             == people.bob.user
         )
+
+
+def test_the_claim_never_leaves_a_workspace_without_an_owner(people, caplog):
+    alice, bob = people.alice.user, people.bob.user
+    sso_roles.memberships_sync(user=alice, claimed={"team": "owner"})
+    assert Membership.objects.get(user=alice).source == "sso"
+
+    # The only owner's next sign-in says viewer, then names nothing: she stays the owner.
+    with caplog.at_level("WARNING", logger="accounts.sso_roles"):
+        sso_roles.memberships_sync(user=alice, claimed={"team": "viewer"})
+        sso_roles.memberships_sync(user=alice, claimed={})
+    assert Membership.objects.get(user=alice).role == "owner"
+    assert "without an owner" in caplog.text
+    kept = AuditEntry.objects.filter(subject=alice, detail__kept="last_owner").order_by("id")
+    assert [(e.action, e.detail["claimed_role"]) for e in kept] == [
+        (Action.ROLE_CHANGED, "viewer"),
+        (Action.MEMBER_REMOVED, "none"),
+    ]
+    assert all("last owner" in e.detail["reason"] for e in kept)
+
+    # With another owner, the claim's word goes.
+    Membership.objects.filter(user=bob).update(role="owner")
+    sso_roles.memberships_sync(user=alice, claimed={"team": "viewer"})
+    assert Membership.objects.get(user=alice).role == "viewer"
+    Membership.objects.filter(user=bob).update(role="member")
+    sso_roles.memberships_sync(user=alice, claimed={"team": "owner"})
+    Membership.objects.filter(user=bob).update(role="owner")
+    sso_roles.memberships_sync(user=alice, claimed={})
+    assert not Membership.objects.filter(user=alice).exists()
