@@ -1,6 +1,7 @@
 """The REST API of a person's own API tokens: list them, make one (its key is in that answer
 only), revoke one. A signed-in browser (with its CSRF token) or any of the person's tokens may
-use it, for that person's tokens only."""
+use it, for that person's tokens only. A token made with a token cannot outlive it: asked with
+a token that expires, a new token without an expiry, or expiring later, is refused (400)."""
 
 from datetime import timedelta
 
@@ -11,6 +12,8 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from core.api import StrictCharField, error_responses
+from core.errors import ApplicationError
+from core.lockout import api_token_id
 
 from .tokens import NAME_MAX, token_create, token_for_person, token_revoke, tokens_of
 
@@ -96,7 +99,8 @@ class MyTokensApi(APIView):
         responses={201: TokenCreatedSerializer, **error_responses(400, body=True)},
         summary="Make an API token; its key is in this answer only",
         description="Answers 201 with the token and its key, which no later answer shows. "
-        "Optional expiry: expires_at (a time to come) or expires_in_days.",
+        "Optional expiry: expires_at (a time to come) or expires_in_days. Asked with a "
+        "token that expires, the new one must expire no later (400 otherwise).",
     )
     def post(self, request):
         payload = self.InputSerializer(data=request.data)
@@ -105,11 +109,27 @@ class MyTokensApi(APIView):
         expires_at = data.get("expires_at")
         if data.get("expires_in_days"):
             expires_at = timezone.now() + timedelta(days=data["expires_in_days"])
+        _not_outliving(request, expires_at)
         token, key = token_create(
             user=request.user, name=data["name"], expires_at=expires_at, request=request
         )
         body = {**TokenOutputSerializer(token).data, "key": key}
         return Response(TokenCreatedSerializer(body).data, status=status.HTTP_201_CREATED)
+
+
+def _not_outliving(request, expires_at) -> None:
+    """A token made with an expiring token expires no later than it (else 400 ``invalid``):
+    a key that leaks with an expiry cannot be turned into one without."""
+    if api_token_id(request) is None or request.auth.expires_at is None:
+        return
+    limit = request.auth.expires_at
+    if expires_at is None or expires_at > limit:
+        raise ApplicationError(
+            "invalid",
+            f"expires_at: the token you are using expires at {limit.isoformat()}, and a "
+            "token made with it cannot outlive it. Give an expiry no later than that (or "
+            "make the token signed in, on the tokens page).",
+        )
 
 
 class MyTokenApi(APIView):

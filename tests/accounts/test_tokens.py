@@ -111,6 +111,36 @@ def test_another_persons_token_is_not_found_and_bad_input_changes_nothing(server
     assert (ApiToken.objects.count(), AuditEntry.objects.count()) == before
 
 
+def test_a_token_made_with_an_expiring_token_cannot_outlive_it(server, people):
+    with server.client(people.bob) as bob:
+        made = bob.post("/api/me/tokens/", json={"name": "short", "expires_in_days": 7})
+        assert made.status_code == 201, made.text
+        short = made.json()
+    limit = timezone.datetime.fromisoformat(short["expires_at"])
+    before = ApiToken.objects.count()
+    with _as(server, short["key"]) as client:
+        for longer in (
+            {"name": "forever"},
+            {"name": "forever", "expires_at": None},
+            {"name": "longer", "expires_in_days": 30},
+            {"name": "later", "expires_at": (limit + timedelta(seconds=1)).isoformat()},
+        ):
+            answer = client.post("/api/me/tokens/", json=longer)
+            assert answer.status_code == 400, (longer, answer.text)
+            assert answer.json()["error"]["code"] == "invalid"
+            assert "cannot outlive it" in answer.json()["error"]["message"]
+        assert ApiToken.objects.count() == before
+        within = client.post("/api/me/tokens/", json={"name": "shorter", "expires_in_days": 3})
+        assert within.status_code == 201, within.text
+        same = client.post(
+            "/api/me/tokens/", json={"name": "same", "expires_at": short["expires_at"]}
+        )
+        assert same.status_code == 201, same.text
+    # A token that never expires may make one that never expires.
+    with server.client(people.bob) as bob:
+        assert bob.post("/api/me/tokens/", json={"name": "forever"}).status_code == 201
+
+
 def test_a_signed_in_browser_uses_the_api_with_its_csrf_token(server, people):
     browser = log_in(server, "carol")
     try:
