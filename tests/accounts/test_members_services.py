@@ -254,6 +254,8 @@ def test_owners_read_their_workspace_and_their_members_sign_ins(people):
     audit.record(Action.SIGN_IN_FAILED, subject_name="carol")
     audit.record(Action.SIGNED_IN, actor=people.dave.user, subject=people.dave.user)
     audit.record(Action.ROLE_CHANGED, actor=people.dave.user, workspace=people.other_workspace)
+    # Alice (a member, and an admin) revoked Dave's token: about Dave, not shown to the team.
+    audit.record(Action.TOKEN_REVOKED, actor=people.alice.user, subject=people.dave.user)
     audit.record(Action.MEMBER_REMOVED, actor=people.alice.user, workspace=people.workspace)
     seen = [(e.action, e.subject_name) for e in workspace_audit(workspace=people.workspace)]
     assert seen == [("member_removed", ""), ("sign_in_failed", "carol"), ("signed_in", "bob")]
