@@ -88,17 +88,29 @@ def owners_kept(owners: list[Membership], losing: list[Membership], doing: str) 
     )
 
 
+def _owner_among(owners: list[Membership], actor, doing: str) -> Membership:
+    """The actor's membership among the workspace's owners as locked (:func:`lock_owners`);
+    ApplicationError ``forbidden`` (403) when they are not one (no longer, say: lowered by
+    another owner between the page's check and this change)."""
+    mine = next((o for o in owners if actor is not None and o.user_id == actor.pk), None)
+    if mine is None:
+        raise forbidden(f"Only the workspace's owners may {doing}.")
+    return mine
+
+
 def member_role_change(
     *, workspace: Workspace, username: str, role: str, actor, request=None
 ) -> Membership:
     """Give a member another role. ApplicationError ``invalid`` (400), ``not_found`` (404),
-    ``last_owner`` (409). The same role changes nothing and records nothing."""
+    ``last_owner`` (409), ``forbidden`` (403: the actor is not an owner, checked under the
+    lock). The same role changes nothing and records nothing."""
     if role not in Membership.Role.values:
         raise ApplicationError(
             "invalid", f"role: must be one of {', '.join(Membership.Role.values)}."
         )
     with transaction.atomic():
         owners = lock_owners(workspace)
+        _owner_among(owners, actor, "change its members' roles")
         membership = _membership(workspace, username)
         if membership.role == role:
             return membership
@@ -121,9 +133,11 @@ def member_role_change(
 
 def member_remove(*, workspace: Workspace, username: str, actor, request=None) -> None:
     """Take someone out of the workspace (their sockets and tails close at once).
-    ApplicationError ``not_found`` (404), ``last_owner`` (409)."""
+    ApplicationError ``not_found`` (404), ``last_owner`` (409), ``forbidden`` (403: the actor
+    is not an owner, checked under the lock)."""
     with transaction.atomic():
         owners = lock_owners(workspace)
+        _owner_among(owners, actor, "remove its members")
         membership = _membership(workspace, username)
         owners_kept(owners, [membership], "remove them")
         membership.delete()
@@ -145,9 +159,7 @@ def ownership_transfer(*, workspace: Workspace, username: str, actor, request=No
         raise ApplicationError("invalid", "username: you are already an owner.")
     with transaction.atomic():
         owners = lock_owners(workspace)
-        mine = next((o for o in owners if o.user_id == actor.pk), None)
-        if mine is None:
-            raise forbidden("Only the workspace's owners may transfer its ownership.")
+        mine = _owner_among(owners, actor, "transfer its ownership")
         theirs = _membership(workspace, username)
         before = theirs.role
         theirs.role = OWNER

@@ -89,6 +89,30 @@ def test_a_role_change_and_a_removal_are_audited_with_their_actor(people):
     assert AuditEntry.objects.filter(action=Action.ROLE_CHANGED).count() == 1
 
 
+def test_one_no_longer_an_owner_changes_no_role_and_removes_no_one(people):
+    # Alice passed the page's check, then lost ownership before her change took the lock.
+    ownership_transfer(workspace=people.workspace, username="bob", actor=people.alice.user)
+    before = AuditEntry.objects.count()
+    for attempt in (
+        lambda: member_role_change(
+            workspace=people.workspace, username="bob", role="viewer", actor=people.alice.user
+        ),
+        lambda: member_role_change(
+            workspace=people.workspace, username="alice", role="owner", actor=people.alice.user
+        ),
+        lambda: member_remove(
+            workspace=people.workspace, username="carol", actor=people.alice.user
+        ),
+    ):
+        with pytest.raises(ApplicationError) as refused:
+            attempt()
+        assert refused.value.code == "forbidden" and refused.value.status == 403
+        assert "Only the workspace's owners" in refused.value.message
+    assert (_role(people, people.alice), _role(people, people.bob)) == ("member", "owner")
+    assert _role(people, people.carol) == "viewer"
+    assert AuditEntry.objects.count() == before
+
+
 def test_transfer_makes_the_member_owner_and_the_owner_a_member(people):
     ownership_transfer(workspace=people.workspace, username="bob", actor=people.alice.user)
     assert (_role(people, people.alice), _role(people, people.bob)) == ("member", "owner")
@@ -151,8 +175,10 @@ def test_two_owners_lowering_each_other_at_once_leave_one_owner(people):
                 workspace=people.workspace, username="bob", role="member", actor=people.alice.user
             ),
         )
+        # The second to take the lock is no longer an owner: refused (before the last-owner
+        # rule, which would refuse it too).
         refused = [o for o in outcomes if isinstance(o, ApplicationError)]
-        assert [r.code for r in refused] == ["last_owner"], outcomes
+        assert [r.code for r in refused] == ["forbidden"], outcomes
         owners = Membership.objects.filter(workspace=people.workspace, role="owner")
         assert owners.count() == 1
         # Both owners again for the next round.
