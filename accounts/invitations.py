@@ -13,6 +13,10 @@ Rules, chosen once here:
 - Accepting is a compare-and-set on ``accepted_at``: of two accepts at once, one wins and the
   other is told the link was used. The account's email must be the invited address
   (case-insensitive).
+- An invitation carries its inviter's ownership: it opens and is accepted only while the person
+  who sent it is still an active owner of the workspace (checked when it is opened, and again
+  under the owners' lock when it is accepted); otherwise ``inviter_not_owner`` (410), and
+  nothing changes. An inviter who is an owner again makes it usable again, until it expires.
 """
 
 from dataclasses import dataclass
@@ -34,6 +38,7 @@ from conversations.models import Membership, Workspace
 from core.errors import ApplicationError
 
 from . import audit
+from .members import lock_owners
 from .models import AuditEntry, Invitation
 
 Action = AuditEntry.Action
@@ -215,7 +220,24 @@ def invitation_open(token: str) -> Invitation:
             "This invitation has expired. Ask the workspace's owner for a new one.",
             status=410,
         )
+    owners = Membership.objects.filter(workspace=invitation.workspace, role=Membership.Role.OWNER)
+    _inviter_owns(invitation, [m.user_id for m in owners])
     return invitation
+
+
+def _inviter_owns(invitation: Invitation, owner_ids: list) -> None:
+    """:class:`InvitationRefused` ``inviter_not_owner`` (410) unless whoever sent the invitation
+    is still an active owner of its workspace (``owner_ids``: its owners' user ids)."""
+    inviter = invitation.invited_by
+    if inviter is not None and inviter.is_active and inviter.pk in owner_ids:
+        return
+    who = inviter.get_username() if inviter is not None else "The person who sent it"
+    raise InvitationRefused(
+        "inviter_not_owner",
+        f"This invitation can no longer be used: {who} is no longer an owner of "
+        f"{invitation.workspace.name}. Ask one of its owners for a new one.",
+        status=410,
+    )
 
 
 @dataclass(frozen=True)
@@ -242,6 +264,14 @@ def invitation_accept(*, token: str, user, request=None) -> Accepted:
             status=403,
         )
     with transaction.atomic():
+        # The inviter's ownership, under the owners' lock: a change of roles takes its turn.
+        owners = lock_owners(invitation.workspace)
+        invitation.invited_by = (
+            get_user_model().objects.filter(pk=invitation.invited_by_id).first()
+            if invitation.invited_by_id
+            else None
+        )
+        _inviter_owns(invitation, [m.user_id for m in owners])
         # The compare-and-set: of two accepts at once, exactly one sees the row still pending.
         used = Invitation.objects.filter(
             pk=invitation.pk, accepted_at=None, revoked_at=None, expires_at__gt=timezone.now()

@@ -37,11 +37,11 @@ def _role(people, who) -> str | None:
 
 def _invitation(people, email="erin@example.com", role="member", **fields) -> Invitation:
     now = timezone.now()
+    fields.setdefault("invited_by", people.alice.user)
     return Invitation.objects.create(
         workspace=people.workspace,
         email=email,
         role=role,
-        invited_by=people.alice.user,
         expires_at=now + timedelta(days=7),
         **fields,
     )
@@ -185,6 +185,30 @@ def test_two_owners_lowering_each_other_at_once_leave_one_owner(people):
         Membership.objects.filter(
             workspace=people.workspace, user__in=[people.alice.user, people.bob.user]
         ).update(role="owner")
+
+
+def test_an_invitation_is_unusable_once_its_inviter_is_no_longer_an_owner(people):
+    token = invitation_token(_invitation(people, email="dave@example.com", role="owner"))
+    ownership_transfer(workspace=people.workspace, username="bob", actor=people.alice.user)
+    before = AuditEntry.objects.count()
+    for attempt in (
+        lambda: invitation_open(token),
+        lambda: invitation_accept(token=token, user=people.dave.user),
+    ):
+        with pytest.raises(InvitationRefused) as refused:
+            attempt()
+        assert (refused.value.code, refused.value.status) == ("inviter_not_owner", 410)
+        assert "alice is no longer an owner of The Team" in refused.value.message
+    assert _role(people, people.dave) is None
+    assert AuditEntry.objects.count() == before
+    # One sent by no one known (its inviter's account deleted) opens for no one either.
+    orphan = invitation_token(_invitation(people, email="dave@example.com", invited_by=None))
+    with pytest.raises(InvitationRefused, match="no longer an owner"):
+        invitation_accept(token=orphan, user=people.dave.user)
+    # Bob, an owner, invites: that one is accepted.
+    mine = _invitation(people, email="dave@example.com", role="viewer", invited_by=people.bob.user)
+    assert invitation_accept(token=invitation_token(mine), user=people.dave.user).joined
+    assert _role(people, people.dave) == "viewer"
 
 
 @pytest.mark.django_db(transaction=True)
