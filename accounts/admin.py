@@ -1,5 +1,7 @@
-"""The admin's view of accounts: people's API tokens (revocable, never readable), invitations,
-and the audit log (read-only: it is append-only)."""
+"""The admin's view of accounts: people's API tokens (revocable, never readable, never moved to
+another person), invitations (once made, their address, role, workspace and inviter are fixed:
+the sent link would follow an edit, unaudited; revoke and invite again), and the audit log
+(read-only: it is append-only)."""
 
 from django.contrib import admin, messages
 
@@ -32,6 +34,12 @@ class InvitationAdmin(admin.ModelAdmin):
     list_filter = ["workspace", "role"]
     search_fields = ["email"]
     readonly_fields = ["created_at", "accepted_at", "accepted_by"]
+    # An invitation already made (and its link sent) keeps what it was sent for.
+    sent_fields = ["email", "role", "workspace", "invited_by"]
+
+    def get_readonly_fields(self, request, obj=None):
+        fields = list(super().get_readonly_fields(request, obj))
+        return fields + self.sent_fields if obj is not None else fields
 
 
 @admin.register(ApiToken)
@@ -47,7 +55,8 @@ class ApiTokenAdmin(admin.ModelAdmin):
     ]
     list_filter = ["revoked_at"]
     search_fields = ["name", "user__username"]
-    readonly_fields = ["key_start", "created_at", "last_used_at", "revoked_at"]
+    # A key stays its person's: moving it to another account would hand them its access.
+    readonly_fields = ["user", "key_start", "created_at", "last_used_at", "revoked_at"]
     exclude = ["key_hash"]
     actions = ["revoke"]
 

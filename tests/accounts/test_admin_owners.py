@@ -1,16 +1,20 @@
 """The Django admin keeps a workspace's owner, as the members page does: lowering, moving or
 deleting its last owner (the membership's change form, its delete view, the bulk delete action,
 the memberships inline on the workspace's page) is refused with an error message, and nothing
-changes (no membership, no audit entry, no admin history); with another owner, it is done."""
+changes (no membership, no audit entry, no admin history); with another owner, it is done.
+And an API token's person, and a sent invitation's address, role, workspace and inviter, cannot
+be edited there."""
 
 import re
+from datetime import timedelta
 from html import unescape
 from html.parser import HTMLParser
 
 import pytest
 from django.contrib.admin.models import LogEntry
+from django.utils import timezone
 
-from accounts.models import AuditEntry
+from accounts.models import ApiToken, AuditEntry, Invitation
 from conversations.models import Membership
 
 MEMBERSHIPS = "/admin/conversations/membership/"
@@ -162,3 +166,40 @@ def test_the_last_owner_is_kept_on_the_workspaces_memberships_inline(admin, peop
     handed = {**lowered, f"{carol_row}-role": "owner"}
     assert admin.post(page, handed).status_code == 302
     assert _state(people)[0] == [("alice", "viewer"), ("bob", "member"), ("carol", "owner")]
+
+
+def test_a_tokens_person_and_a_sent_invitations_terms_are_not_editable_in_the_admin(admin, people):
+    token = ApiToken.objects.get(user=people.bob.user)
+    change = f"/admin/accounts/apitoken/{token.pk}/change/"
+    form = _form(admin, change, "apitoken_form")
+    assert "user" not in form
+    moved = {**form, "user": people.alice.user.pk, "name": "renamed"}
+    assert admin.post(change, moved).status_code == 302
+    token.refresh_from_db()
+    assert (token.user, token.name) == (people.bob.user, "renamed")
+
+    invitation = Invitation.objects.create(
+        workspace=people.workspace,
+        email="erin@example.com",
+        role="viewer",
+        invited_by=people.alice.user,
+        expires_at=timezone.now() + timedelta(days=7),
+    )
+    change = f"/admin/accounts/invitation/{invitation.pk}/change/"
+    form = _form(admin, change, "invitation_form")
+    assert not {"email", "role", "workspace", "invited_by"} & set(form)
+    edited = {
+        **form,
+        "email": "mallory@example.com",
+        "role": "owner",
+        "workspace": people.other_workspace.pk,
+        "invited_by": people.dave.user.pk,
+    }
+    assert admin.post(change, edited).status_code == 302
+    invitation.refresh_from_db()
+    assert (
+        invitation.email,
+        invitation.role,
+        invitation.workspace,
+        invitation.invited_by,
+    ) == ("erin@example.com", "viewer", people.workspace, people.alice.user)
