@@ -190,7 +190,13 @@ class ParleyOIDCBackend(OIDCAuthenticationBackend):
         # puts roles in the ID token only); both must be about the same person.
         info = super().get_userinfo(access_token, id_token, payload)
         if info.get("sub") != payload.get("sub"):
-            raise SuspiciousOperation("The userinfo answer is about someone else.")
+            # SsoRefused, not SuspiciousOperation: the library would swallow that one into a
+            # bare failed sign-in, and the audit log would not say why.
+            raise SsoRefused(
+                "userinfo_mismatch",
+                f"{provider_name()} answered about someone else than the person who signed in, "
+                "so Parley cannot sign you in. Try again; if it goes on, tell your administrator.",
+            )
         return {**payload, **info}
 
     def get_or_create_user(self, access_token, id_token, payload):

@@ -266,6 +266,19 @@ AXES_HANDLER = "core.lockout.LockoutHandler"
 AXES_CLIENT_IP_CALLABLE = "core.lockout.client_address"
 AXES_LOCKOUT_CALLABLE = "core.lockout.lockout_page"
 AXES_RESET_ON_SUCCESS = True
+# What axes writes of a failed sign-in's query and form (AccessAttempt.get_data/post_data, and
+# its failure log) never holds a secret: a password, an API token, the OIDC callback's code and
+# state, or a signed link's k and u. (Replaces axes' default, whose two are kept.)
+AXES_SENSITIVE_PARAMETERS = [
+    "username",
+    "ip_address",
+    "password",
+    "code",
+    "state",
+    "k",
+    "u",
+    "token",
+]
 # A sign-in tried while locked is refused unchecked and does not stretch the lock.
 AXES_RESET_COOL_OFF_ON_FAILURE_DURING_LOCKOUT = False
 # The function every edge (REST, sockets, tails, MCP) asks which API key is a working token,

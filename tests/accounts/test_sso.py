@@ -2,7 +2,10 @@
 it is unreachable, missing or names another issuer), a provider that is down met with the login
 page saying so, the roles claim's mapping onto memberships, and the password switch."""
 
+import json
 import socket
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 from django.contrib.auth import authenticate
@@ -167,3 +170,42 @@ def test_the_claim_never_leaves_a_workspace_without_an_owner(people, caplog):
     Membership.objects.filter(user=bob).update(role="owner")
     sso_roles.memberships_sync(user=alice, claimed={})
     assert not Membership.objects.filter(user=alice).exists()
+
+
+class _Provider(BaseHTTPRequestHandler):
+    """A provider whose discovery document is whole and whose userinfo is about someone else."""
+
+    def do_GET(self):
+        issuer = f"http://127.0.0.1:{self.server.server_port}"
+        if self.path == "/.well-known/openid-configuration":
+            body = {"issuer": issuer}
+            body.update({key: f"{issuer}/{key}" for key in sso.ENDPOINTS.values()})
+        else:
+            body = {"sub": "someone-else", "email": "mallory@example.com"}
+        data = json.dumps(body).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, *args):
+        pass
+
+
+def test_a_userinfo_about_someone_else_is_refused_with_a_reason(db):
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), _Provider)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    try:
+        with override_settings(PARLEY_OIDC_ISSUER=f"http://127.0.0.1:{httpd.server_port}"):
+            sso.forget_discovery()
+            backend = sso.ParleyOIDCBackend()
+            backend.request = RequestFactory().get("/oidc/callback/")
+            with pytest.raises(sso.SsoRefused) as refused:
+                backend.get_or_create_user("access", "id", {"sub": "alice-at-the-provider"})
+        assert refused.value.reason == "userinfo_mismatch"
+        assert "someone else" in refused.value.message
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+        sso.forget_discovery()

@@ -267,3 +267,22 @@ def test_wrong_tokens_arriving_together_are_each_counted_and_none_is_a_500(make_
             assert list(pool.map(wrong, range(16))) == [401] * 16
             counted = sum(AccessAttempt.objects.values_list("failures_since_start", flat=True))
             assert counted == 16
+
+
+def test_a_failed_sign_in_keeps_no_secret_of_its_query_or_form(server, people):
+    # What a failed sign-in carries (an OIDC callback's code and state, a signed link's k and
+    # u, a token, a password) is masked in what axes keeps of it.
+    secrets = {"code": "C0DE-SECRET", "state": "ST4TE-SECRET", "k": "K-SECRET", "u": "U-SECRET"}
+    query = "&".join(f"{name}={value}" for name, value in secrets.items())
+    with browser(server) as client:
+        refused = post_form(
+            client,
+            f"/login/?{query}&token=T0KEN-SECRET",
+            {"username": "alice", "password": "PW-SECRET", "token": "T0KEN-SECRET", **secrets},
+        )
+        assert refused.status_code == 200
+    (attempt,) = AccessAttempt.objects.all()
+    kept = attempt.get_data + attempt.post_data
+    assert "code=" in attempt.get_data and "state=" in attempt.post_data
+    for value in [*secrets.values(), "T0KEN-SECRET", "PW-SECRET"]:
+        assert value not in kept, kept
