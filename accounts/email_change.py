@@ -3,11 +3,13 @@ expiring link to the new address (:func:`email_change_request`); the address cha
 that link is confirmed (:func:`email_change_confirm`), which tells the old address and writes
 ``email_changed`` to the audit log.
 
-The link is signed (Django's signing, its own salt) for one person, one new address and the
-address the person had when it was made (as a hash), so that it works for ``PARLEY_EMAIL_CHANGE
-_HOURS`` and never after a further change. Its signature rides in the link's fragment
-(``/settings/account/email/confirm/#k=…``), which a browser never sends: no access log or
-proxy sees it; the page's script puts it in the confirming POST."""
+The link is signed (Django's signing, its own salt) for one person, one new address, the
+address the person had when it was made (as a hash) and the person's latest confirmed change
+then (the id of their latest ``email_changed`` entry, 0 for none), so that it works for
+``PARLEY_EMAIL_CHANGE_HOURS`` and never after a further change: not even once the address is
+back to what it was (A to B, B to A, then the first link again). Its signature rides in the
+link's fragment (``/settings/account/email/confirm/#k=…``), which a browser never sends: no
+access log or proxy sees it; the page's script puts it in the confirming POST."""
 
 import hashlib
 import logging
@@ -28,6 +30,7 @@ from core.errors import ApplicationError
 from core.throttles import rate_check
 
 from . import audit
+from .models import AuditEntry
 
 SALT = "accounts.email-change"
 logger = logging.getLogger(__name__)
@@ -49,9 +52,27 @@ def _fingerprint(address: str) -> str:
     return hashlib.sha256(address.strip().lower().encode()).hexdigest()[:20]
 
 
+def _last_change(user) -> int:
+    """The id of the person's latest confirmed change of address (0 for none): it moves at
+    every change, whatever the addresses."""
+    return (
+        AuditEntry.objects.filter(action=audit.Action.EMAIL_CHANGED, subject_id=user.pk)
+        .order_by("-pk")
+        .values_list("pk", flat=True)
+        .first()
+        or 0
+    )
+
+
 def email_change_token(*, user, new_email: str) -> str:
     return signing.dumps(
-        {"u": user.pk, "e": new_email, "o": _fingerprint(user.email or "")}, salt=SALT
+        {
+            "u": user.pk,
+            "e": new_email,
+            "o": _fingerprint(user.email or ""),
+            "c": _last_change(user),
+        },
+        salt=SALT,
     )
 
 
@@ -109,8 +130,9 @@ def email_change_request(*, user, new_email: str) -> str:
             "ask an administrator to change it.",
             status=409,
         )
-    address = _cleaned(new_email, user)
+    # Counted first: whether an address is taken is told no more often than the rate allows.
     rate_check("email_changes", user)
+    address = _cleaned(new_email, user)
     context = {
         "user": user,
         "new_email": address,
@@ -147,7 +169,7 @@ def _opened(token: str) -> dict:
         ) from None
     except signing.BadSignature:
         data = None
-    if not isinstance(data, dict) or not {"u", "e", "o"} <= data.keys():
+    if not isinstance(data, dict) or not {"u", "e", "o", "c"} <= data.keys():
         raise ApplicationError(
             "link_invalid",
             "This link is not valid: open the one you were sent, whole.",
@@ -182,7 +204,7 @@ def email_change_confirm(*, token: str, signed_in=None, request=None) -> EmailCh
                 "sign out first, or open it where you are signed in as yourself.",
                 status=403,
             )
-        if _fingerprint(user.email or "") != data["o"]:
+        if _fingerprint(user.email or "") != data["o"] or _last_change(user) != data["c"]:
             raise ApplicationError(
                 "link_used",
                 "This link no longer works: your email address has changed since it was sent.",

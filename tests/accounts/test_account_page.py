@@ -76,6 +76,36 @@ def test_an_earlier_link_stops_working_after_a_further_change(people):
     assert alice.email == "second@new.example"
 
 
+def test_a_link_does_not_work_again_once_the_address_is_back_to_what_it_was(people):
+    # A to B with a link, then B back to A with another: the first link, posted again within
+    # its hours, finds the address it was made under, but not the change it was made after.
+    alice = people.alice.user
+    email_change_request(user=alice, new_email="b@new.example")
+    to_b = _token(mail.outbox[-1])
+    email_change_confirm(token=to_b, signed_in=alice)
+    alice.refresh_from_db()
+    email_change_request(user=alice, new_email="alice@example.com")
+    email_change_confirm(token=_token(mail.outbox[-1]), signed_in=alice)
+    with pytest.raises(ApplicationError) as refused:
+        email_change_confirm(token=to_b, signed_in=None)
+    assert (refused.value.code, refused.value.status) == ("link_used", 410)
+    alice.refresh_from_db()
+    assert alice.email == "alice@example.com"
+    assert AuditEntry.objects.filter(action="email_changed").count() == 2
+
+
+def test_taken_addresses_are_told_no_more_often_than_the_rate(people, settings):
+    settings.PARLEY_EMAIL_CHANGE_RATE = "5/hour"
+    alice = people.alice.user
+    for _ in range(5):
+        with pytest.raises(ApplicationError) as refused:
+            email_change_request(user=alice, new_email="bob@example.com")
+        assert refused.value.code == "email_taken"
+    with pytest.raises(ApplicationError) as refused:
+        email_change_request(user=alice, new_email="bob@example.com")
+    assert (refused.value.code, refused.value.status) == ("throttled", 429)
+
+
 @pytest.mark.parametrize("address", ["bob@example.com", "BOB@Example.COM"])
 def test_an_address_another_account_has_is_refused_whatever_its_case(people, address):
     with pytest.raises(ApplicationError) as refused:
