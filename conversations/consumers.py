@@ -118,7 +118,7 @@ class ConversationConsumer(GuardedConsumer):
             workspace_id=self.membership.workspace_id,
             role=self.membership.role,
             revoke=self.revoked,
-            token_id=self.scope.get("parley.token_id"),
+            **revocation.credentials(self.scope),
         )
         try:
             if bad_query is not None:
@@ -164,12 +164,14 @@ class ConversationConsumer(GuardedConsumer):
 
     def revoked(self, kind: str) -> None:
         """The person lost access (see conversations.revocation): nothing more is sent, and the
-        socket closes (4403 removed, 4409 role lowered, 4401 its API token revoked or expired)."""
+        socket closes (4403 removed, 4409 role lowered, 4401 its API token revoked or expired, or
+        its session signed out or its password changed)."""
         if self.pump is not None:
             self.pump.cancel()
         code = {
             revocation.REMOVED: CLOSE_FORBIDDEN,
             revocation.TOKEN_ENDED: CLOSE_UNAUTHENTICATED,
+            revocation.SIGNED_OUT: CLOSE_UNAUTHENTICATED,
         }.get(kind, CLOSE_ACCESS_CHANGED)
         self.closing = asyncio.get_running_loop().create_task(self.close(code=code))
 

@@ -1,12 +1,16 @@
 """Access that follows membership live.
 
 A socket or a tail opened on a workspace's conversation holds the access it was opened with
-(``Held``: the person, the workspace, the role, and the API token it was opened with, if any).
-When the person loses it (their membership removed, their role lowered, their account
-deactivated, the token revoked or expired), what they hold is revoked: a socket closes (4403
-when they are no longer a member, so the page says so and stops; 4409 when their role was
-lowered, so the page reloads as what they now are; 4401 when its token no longer works) and a
-tail ends. Which tokens still work is asked of ``tokens_usable``, a hook the accounts app fills.
+(``Held``: the person, the workspace, the role, and the API token it was opened with, if any,
+or else the browser session: its key and the person's session hash then). When the person loses
+it (their membership removed, their role lowered, their account deactivated, the token revoked
+or expired, the session signed out or its password changed or reset), what they hold is revoked:
+a socket closes (4403 when they are no longer a member, so the page says so and stops; 4409 when
+their role was lowered, so the page reloads as what they now are; 4401 when its token or its
+session no longer works, as at a handshake without credentials) and a tail ends. Which tokens
+still work is asked of ``tokens_usable``, a hook the accounts app fills; which sessions still
+do, of the session store (``SESSION_ENGINE``) and the people's passwords, as Django asks them
+at each request.
 
 Each process compares what is held in it with the database, in one query: at once when a change
 commits in this process (the admin, a service, the shell: model signals), at once too when
@@ -19,10 +23,15 @@ import asyncio
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
+from importlib import import_module
 
-from django.contrib.auth import get_user_model
+from django.conf import settings
+from django.contrib.auth import HASH_SESSION_KEY, SESSION_KEY, get_user_model, user_logged_out
+from django.contrib.sessions.backends.db import SessionStore as DatabaseSessionStore
 from django.db import transaction
 from django.db.models.signals import post_delete, post_save
+from django.utils import timezone
+from django.utils.crypto import constant_time_compare
 
 from core.dbthreads import run_db
 from core.process import server_loop
@@ -37,6 +46,8 @@ logger = logging.getLogger(__name__)
 REMOVED = "removed"  # no longer a member (or the account was deactivated)
 LOWERED = "lowered"  # still a member, with a lesser role
 TOKEN_ENDED = "token_ended"  # the API token it was opened with was revoked or expired
+# The browser session it was opened with was signed out, or its password changed or was reset.
+SIGNED_OUT = "signed_out"
 
 RANKS = {Membership.Role.VIEWER: 0, Membership.Role.MEMBER: 1, Membership.Role.OWNER: 2}
 
@@ -48,9 +59,11 @@ class Held:
     user_id: int
     workspace_id: int | None  # None: nothing held in a workspace, only the token
     role: str
-    # Called on the server loop, once, with REMOVED, LOWERED or TOKEN_ENDED.
+    # Called on the server loop, once, with REMOVED, LOWERED, TOKEN_ENDED or SIGNED_OUT.
     revoke: Callable[[str], None]
     token_id: str | None = None  # the API token it was opened with (None: a browser session)
+    session_key: str | None = None  # the browser session it was opened with, if any
+    auth_hash: str | None = None  # the person's session hash then (get_session_auth_hash)
 
 
 # Of a set of API token ids, those that still work (filled by the accounts app).
@@ -68,10 +81,21 @@ def hold(
     role: str,
     revoke: Callable[[str], None],
     token_id: str | None = None,
+    session_key: str | None = None,
+    auth_hash: str | None = None,
 ) -> Held:
-    held = Held(user_id, workspace_id, role, revoke, token_id)
+    held = Held(user_id, workspace_id, role, revoke, token_id, session_key, auth_hash)
     _held.add(held)
     return held
+
+
+def credentials(scope) -> dict:
+    """What a socket was opened with (see core.auth), as ``hold`` takes it."""
+    return {
+        "token_id": scope.get("parley.token_id"),
+        "session_key": scope.get("parley.session_key"),
+        "auth_hash": scope.get("parley.auth_hash"),
+    }
 
 
 def let_go(held: Held | None) -> None:
@@ -90,15 +114,66 @@ def _roles(pairs: set[tuple[int, int]]) -> dict[tuple[int, int], str]:
     return {(user, workspace): role for user, workspace, role in rows}
 
 
-def _read(checking: list[Held]) -> tuple[dict, set[str]]:
-    """The roles of the pairs held, and which of the tokens held still work."""
+def _session_data(keys: set[str]) -> dict[str, dict]:
+    """The data of those of the sessions ``keys`` that are still there, unexpired: in one query
+    where the store is the database (``db``, ``cached_db``: every session is written there), else
+    asked of the store session by session."""
+    store = import_module(settings.SESSION_ENGINE).SessionStore
+    if issubclass(store, DatabaseSessionStore):
+        rows = (
+            store.get_model_class()
+            .objects.filter(session_key__in=keys, expire_date__gt=timezone.now())
+            .values_list("session_key", "session_data")
+        )
+        return {key: store().decode(data) for key, data in rows}
+    found = {}
+    for key in keys:
+        data = store(key).load()
+        if data:
+            found[key] = data
+    return found
+
+
+def _sessions_signed_in(sessions: set[tuple[str, int, str]]) -> set[tuple[str, int, str]]:
+    """Of (session key, person, session hash) triples, those still signed in: the session is
+    still there, signed in as that person with that hash, and the person (active) still has the
+    password that hash was made of. What Django asks of a session at each request."""
+    users = get_user_model()._default_manager.filter(
+        pk__in={user for _, user, _ in sessions}, is_active=True
+    )
+    hashes = {user.pk: user.get_session_auth_hash() for user in users}
+    data = _session_data({key for key, _, _ in sessions})
+    signed_in = set()
+    for key, user_id, auth_hash in sessions:
+        session = data.get(key, {})
+        if (
+            user_id in hashes
+            and str(session.get(SESSION_KEY)) == str(user_id)
+            and constant_time_compare(hashes[user_id], auth_hash)
+            and constant_time_compare(session.get(HASH_SESSION_KEY) or "", auth_hash)
+        ):
+            signed_in.add((key, user_id, auth_hash))
+    return signed_in
+
+
+def _session_of(held: Held) -> tuple[str, int, str] | None:
+    if held.session_key is None:
+        return None
+    return (held.session_key, held.user_id, held.auth_hash or "")
+
+
+def _read(checking: list[Held]) -> tuple[dict, set[str], set[tuple[str, int, str]]]:
+    """The roles of the pairs held, which of the tokens held still work, and which of the
+    sessions held are still signed in."""
     pairs = {
         (held.user_id, held.workspace_id) for held in checking if held.workspace_id is not None
     }
     tokens = {held.token_id for held in checking if held.token_id is not None}
+    sessions = {_session_of(held) for held in checking} - {None}
     return (
         _roles(pairs) if pairs else {},
         tokens_usable.get()(tokens) if tokens else set(),
+        _sessions_signed_in(sessions) if sessions else set(),
     )
 
 
@@ -109,7 +184,7 @@ async def check() -> int:
     # What is held now: access taken while the database is read is not in what it answers
     # (the next check sees it).
     checking = list(_held)
-    roles, usable = await run_db(_read, checking)
+    roles, usable, signed_in = await run_db(_read, checking)
     revoked = 0
     for held in checking:
         if held not in _held:
@@ -122,6 +197,8 @@ async def check() -> int:
             kind = LOWERED
         elif held.token_id is not None and held.token_id not in usable:
             kind = TOKEN_ENDED
+        elif held.session_key is not None and _session_of(held) not in signed_in:
+            kind = SIGNED_OUT
         else:
             continue
         _held.discard(held)
@@ -170,9 +247,18 @@ def _changed_here() -> None:
     hub.access_changed()
 
 
-def _account_saved(instance, **kwargs) -> None:
-    if not instance.is_active:
+def _account_saved(instance, update_fields=None, **kwargs) -> None:
+    # A password set (set_password keeps the new one in ``_password`` until save() ends) or
+    # saved changes the person's session hash: their other sessions are signed out.
+    password_saved = getattr(instance, "_password", None) is not None or (
+        update_fields is not None and "password" in update_fields
+    )
+    if not instance.is_active or password_saved:
         changed()
+
+
+def _signed_out(**kwargs) -> None:
+    changed()
 
 
 def connect_signals() -> None:
@@ -180,3 +266,15 @@ def connect_signals() -> None:
     post_save.connect(changed, sender=Membership, dispatch_uid="parley-access-membership")
     post_delete.connect(changed, sender=Membership, dispatch_uid="parley-access-removed")
     post_save.connect(_account_saved, sender=get_user_model(), dispatch_uid="parley-access-account")
+    store = import_module(settings.SESSION_ENGINE).SessionStore
+    if issubclass(store, DatabaseSessionStore):
+        # A session deleted: signed out (Django deletes it once the sign-out is recorded), or
+        # its key cycled (a sign-in, a password change). Nothing here deletes sessions in bulk
+        # (no clearsessions): each deletion is one check.
+        post_delete.connect(
+            _signed_out, sender=store.get_model_class(), dispatch_uid="parley-access-session"
+        )
+    else:
+        # Other stores send no signal: the sign-out's own (the session is flushed just after,
+        # so a check may come too early; the next upkeep's does not).
+        user_logged_out.connect(_signed_out, dispatch_uid="parley-access-signed-out")

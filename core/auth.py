@@ -1,7 +1,10 @@
 """WebSocket authentication, once per socket at the handshake: an API token in the Authorization
 header for clients that are not browsers, else the browser's session cookie (the Origin check
 that comes first is core.origins). Tokens are checked under the login locks (core.lockout); the
-token's id goes in ``scope["parley.token_id"]``, so that the socket ends when it is revoked."""
+token's id goes in ``scope["parley.token_id"]``, so that the socket ends when it is revoked; a
+session's key and the person's session hash go in ``scope["parley.session_key"]`` and
+``scope["parley.auth_hash"]``, so that it ends when the session is signed out or the password
+changes (see conversations.revocation)."""
 
 from importlib import import_module
 from types import SimpleNamespace
@@ -31,9 +34,14 @@ def _user_for_token(scope, key: str):
 
 
 def _user_for_session(session_key: str | None):
-    """Django's own reading of a session's user (the session hash verified, as for a request)."""
+    """Django's own reading of a session's user (the session hash verified, as for a request),
+    the session's key and the person's session hash (None for no one)."""
     session = import_module(settings.SESSION_ENGINE).SessionStore(session_key)
-    return get_user(SimpleNamespace(session=session))
+    user = get_user(SimpleNamespace(session=session))
+    if not user.is_authenticated:
+        return user, None, None
+    # The key as the store has it now (get_user may have cycled it, for a fallback secret).
+    return user, session.session_key, user.get_session_auth_hash()
 
 
 class WebSocketAuthMiddleware(BaseMiddleware):
@@ -55,13 +63,17 @@ class WebSocketAuthMiddleware(BaseMiddleware):
         headers = dict(scope.get("headers", ()))
         authorization = headers.get(b"authorization", b"").decode("latin1")
         scheme = authorization.partition(" ")[0].lower()
-        token_id = None
+        token_id = session_key = auth_hash = None
         if scheme in ("token", "bearer"):
             key = key_from(authorization) or ""
             user, token_id = await run_db(_user_for_token, scope, key)
         else:
             cookies = parse_cookie(headers.get(b"cookie", b"").decode("latin1"))
-            user = await run_db(_user_for_session, cookies.get(settings.SESSION_COOKIE_NAME))
+            user, session_key, auth_hash = await run_db(
+                _user_for_session, cookies.get(settings.SESSION_COOKIE_NAME)
+            )
         scope = dict(scope, user=user)
         scope["parley.token_id"] = token_id
+        scope["parley.session_key"] = session_key
+        scope["parley.auth_hash"] = auth_hash
         return await super().__call__(scope, receive, send)

@@ -64,26 +64,26 @@ class PersonConsumer(GuardedConsumer):
             return  # closed with 4429: the person has as many sockets open as they may
         # Join first, then count: nothing committed after the count goes unheard.
         memberships = await run_db(_memberships, self.user)
-        token_id = self.scope.get("parley.token_id")
+        credentials = revocation.credentials(self.scope)
         self.held = tuple(
             revocation.hold(
                 user_id=self.user.pk,
                 workspace_id=pk,
                 role=role,
                 revoke=self.access_changed,
-                token_id=token_id,
+                **credentials,
             )
             for pk, role in memberships
         )
-        if token_id is not None and not memberships:
-            # In no workspace: the token alone is followed.
+        if not memberships:
+            # In no workspace: the token or the session alone is followed.
             self.held = (
                 revocation.hold(
                     user_id=self.user.pk,
                     workspace_id=None,
                     role="",
                     revoke=self.access_changed,
-                    token_id=token_id,
+                    **credentials,
                 ),
             )
         self.groups_joined = tuple(people_group_name(pk) for pk, _ in memberships)
@@ -97,12 +97,14 @@ class PersonConsumer(GuardedConsumer):
     def access_changed(self, kind: str) -> None:
         """A workspace of the person's was left or their role in it lowered (see
         conversations.revocation): the client reconnects, to what it may now hear. Its API
-        token revoked or expired: 4401, as for a wrong token."""
+        token revoked or expired, or its session signed out or its password changed: 4401, as
+        for a wrong token."""
         if self.closing is not None:
             return
         for held in self.held:
             revocation.let_go(held)
-        code = CLOSE_UNAUTHENTICATED if kind == revocation.TOKEN_ENDED else CLOSE_ACCESS_CHANGED
+        signed_out = kind in (revocation.TOKEN_ENDED, revocation.SIGNED_OUT)
+        code = CLOSE_UNAUTHENTICATED if signed_out else CLOSE_ACCESS_CHANGED
         self.closing = asyncio.get_running_loop().create_task(self.close(code=code))
 
     async def clean_up(self):

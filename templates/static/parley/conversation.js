@@ -152,7 +152,10 @@ const stream = new ConversationStream({
   onPresence: showPresence,
   onState: showConnection,
   onClosedForGood(reason) {
-    if (reason === "signed-out") window.location.assign(config.login_url);
+    // Signed out (4401): reloaded, the page goes to sign-in if this browser is signed out, and
+    // reconnects at once if it is still signed in under a new session key (its password was
+    // just changed here, which retires the key its socket was opened with).
+    if (reason === "signed-out") window.location.reload();
     else if (reason === "reset") window.location.reload();
     else {
       // No longer a member: nothing here can be done any more, and nothing more arrives.
