@@ -98,6 +98,17 @@ def credentials(scope) -> dict:
     }
 
 
+def request_credentials(request, token_id: str | None) -> dict:
+    """What a request (a tail) was made with, as ``hold`` takes it: the API token ``token_id``,
+    or else the browser session that signed it in, with the person's session hash then."""
+    if token_id is not None:
+        return {"token_id": token_id}
+    session = getattr(request, "session", None)
+    if session is None or session.session_key is None:
+        return {}
+    return {"session_key": session.session_key, "auth_hash": request.user.get_session_auth_hash()}
+
+
 def let_go(held: Held | None) -> None:
     if held is not None:
         _held.discard(held)

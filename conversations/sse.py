@@ -38,6 +38,11 @@ TOKEN_REVOKED = {
     "message": "The API token this tail was opened with was revoked or expired; the tail ends "
     "here.",
 }
+SIGNED_OUT = {
+    "code": "signed_out",
+    "message": "The browser session this tail was opened with is signed out (or its password "
+    "changed); the tail ends here.",
+}
 FELL_BEHIND = {
     "code": "fell_behind",
     "message": "You stopped reading, so the tail ends here; reconnect with Last-Event-ID set to "
@@ -59,7 +64,7 @@ async def tail_stream(
     end_seq: int,
     follow_turn_id: str | None,
     membership=None,
-    token_id: str | None = None,
+    held_with: dict | None = None,
     first_page: list | None = None,
     flow_factory=None,
     slot=None,
@@ -67,8 +72,9 @@ async def tail_stream(
     """Events after ``after_seq``: up to ``end_seq`` when no turn is active, else until the
     active turn's terminal event; then ``done`` with the last seq sent. With ``membership``
     (the reader's), the tail ends with an ``error`` event instead should the reader lose access
-    to the workspace meanwhile (see conversations.revocation), or the API token ``token_id`` it
-    was opened with be revoked or expire (``token_revoked``).
+    to the workspace meanwhile (see conversations.revocation), or what it was opened with
+    (``held_with``, see ``revocation.request_credentials``) stop working: the API token revoked
+    or expired (``token_revoked``), the browser session signed out (``signed_out``).
 
     With ``flow_factory`` (Daphne's, see core.streaming) nothing more is written while the
     client's buffer is full, and events are read from the database as the client takes them; a
@@ -101,7 +107,7 @@ async def tail_stream(
             workspace_id=membership.workspace_id,
             role=Membership.Role.VIEWER,
             revoke=revoke,
-            token_id=token_id,
+            **(held_with or {}),
         )
     TAILS_OPEN.inc()
     try:
@@ -149,7 +155,9 @@ async def tail_stream(
         if slot is not None:
             await asyncio.shield(slot.release())
     if feed.interrupted:
-        error = TOKEN_REVOKED if revocation.TOKEN_ENDED in ended_by else REVOKED
+        error = {revocation.TOKEN_ENDED: TOKEN_REVOKED, revocation.SIGNED_OUT: SIGNED_OUT}.get(
+            ended_by[0] if ended_by else None, REVOKED
+        )
         yield retry + sse_frame(encode({"error": error}), event="error")
     elif behind:
         TAILS_BEHIND.inc()
@@ -217,13 +225,13 @@ def tail_response(
     *,
     after_seq: int,
     membership=None,
-    token_id: str | None = None,
+    held_with: dict | None = None,
     flow_factory=None,
     slot=None,
 ) -> StreamingHttpResponse:
     """The SSE response for a conversation read with its active turn (see selectors), for the
-    reader whose ``membership`` it is (the tail ends should they lose it, or should the API
-    token ``token_id`` it was opened with stop working), holding ``slot`` (see tail_stream).
+    reader whose ``membership`` it is (the tail ends should they lose it, or should what it was
+    opened with, ``held_with``, stop working), holding ``slot`` (see tail_stream).
     Called where the database may be read (a database thread): the replay's first page is read
     with it, so that the first events go out with the response's first bytes."""
     first_page = selectors.event_frames_after(
@@ -236,7 +244,7 @@ def tail_response(
             end_seq=conversation.last_seq,
             follow_turn_id=conversation.active_turn_id,
             membership=membership,
-            token_id=token_id,
+            held_with=held_with,
             first_page=first_page,
             flow_factory=flow_factory,
             slot=slot,

@@ -20,7 +20,7 @@ from core.api import (
 from core.errors import ApplicationError, too_many
 from core.lockout import api_token_id
 
-from .. import selectors
+from .. import revocation, selectors
 from ..access import conversation_access
 from ..events import check_seq_within, parse_seq
 from ..sse import tail_finished, tail_finished_response, tail_response
@@ -223,7 +223,8 @@ class ConversationTailApi(PooledApiView):
             conversation,
             after_seq=after_seq,
             membership=membership,
-            token_id=api_token_id(request),  # the tail ends should the token be revoked
+            # The tail ends should the token be revoked, or the browser session signed out.
+            held_with=revocation.request_credentials(request, api_token_id(request)),
             # Daphne's (see core.streaming): the tail waits for a client that stops reading.
             flow_factory=getattr(request._request, "scope", {}).get("parley.response_flow"),
             slot=slot,

@@ -5,14 +5,22 @@ once, through a real Daphne and real sockets; sockets of sessions it leaves alon
 import asyncio
 import re
 
+import httpx
 import websockets
 from django.contrib.auth.tokens import default_token_generator
 from django.db import connection
 from django.utils.encoding import force_bytes
 from django.utils.http import urlsafe_base64_encode
 
-from tests.conftest import log_in, receive_json
-from tests.helpers import CEILING, closed_with, parked_conversation, post_form, ready
+from tests.conftest import log_in, receive_json, wait_until
+from tests.helpers import (
+    CEILING,
+    closed_with,
+    parked_conversation,
+    post_form,
+    ready,
+    sse_events,
+)
 
 
 def _browser(server, username: str):
@@ -151,3 +159,36 @@ async def test_a_password_reset_closes_every_session_s_sockets(server, people, s
 
         assert await closed_with(first) == 4401
         assert await closed_with(second) == 4401
+
+
+async def _session_tail(server, cid, browser, into: list[str]) -> None:
+    """A tail read as a browser reads it: with its session cookie (no token)."""
+    headers = {"Cookie": f"sessionid={browser.cookies['sessionid']}"}
+    async with httpx.AsyncClient(base_url=server.url, headers=headers) as client:
+        path = f"/api/conversations/{cid}/tail/"
+        async with client.stream("GET", path, timeout=CEILING) as response:
+            assert response.status_code == 200
+            async for line in response.aiter_lines():
+                into.append(line)
+
+
+async def test_signing_out_ends_that_session_s_tails_only(server, people):
+    cid, _ = await asyncio.to_thread(parked_conversation, server, people)
+    leaving = await asyncio.to_thread(_browser, server, "bob")
+    staying = await asyncio.to_thread(_browser, server, "bob")
+    gone_lines, kept_lines = [], []
+    gone = asyncio.create_task(_session_tail(server, cid, leaving, gone_lines))
+    kept = asyncio.create_task(_session_tail(server, cid, staying, kept_lines))
+    try:
+        for lines in (gone_lines, kept_lines):
+            await asyncio.to_thread(wait_until, lambda ls=lines: ": connected" in ls, CEILING)
+        out = await asyncio.to_thread(_sign_out, server, leaving)
+        assert out.status_code == 302
+
+        async with asyncio.timeout(CEILING):
+            await gone
+        *_, (name, data) = sse_events(gone_lines)
+        assert name == "error" and data["error"]["code"] == "signed_out", gone_lines[-3:]
+        assert not kept.done()
+    finally:
+        kept.cancel()
