@@ -4,6 +4,7 @@ does not. No answer may be a server error, and every answer must be what the sch
 
 from collections import Counter
 from dataclasses import dataclass, field
+from itertools import count
 
 import pytest
 import requests
@@ -25,6 +26,7 @@ from schemathesis.specs.openapi.checks import (
 from tests.conftest import wait_for_turn_end
 from tests.fuzz.conftest import SCALE, budget
 from tests.helpers import ask, create_conversation, start, wait_pending
+from tests.smtp_server import Mailbox
 
 # Cases per operation and generation mode (times PARLEY_FUZZ_SCALE under `make fuzz`).
 EXAMPLES = 30
@@ -40,6 +42,9 @@ CHECKS = [
 ]
 TAIL = "GET /api/conversations/{conversation_id}/tail/"
 WEBHOOKS = "POST /api/workspaces/{slug}/webhooks/"
+INVITE = "POST /api/workspaces/{slug}/invitations/"
+MEMBER = "/api/workspaces/{slug}/members/{username}/"
+TRANSFER = "POST /api/workspaces/{slug}/transfer/"
 # Where the fuzzer's webhook endpoints point: nothing listens there (tests allow loopback).
 NOWHERE = "http://127.0.0.1:9/fuzzed"
 # The order operations are fuzzed in: conversations are made first (the rest may aim at
@@ -54,8 +59,22 @@ ORDER = [
     "POST /api/conversations/{conversation_id}/cancel/",
     "PATCH /api/conversations/{conversation_id}/",
     "DELETE /api/webhooks/{endpoint_id}/",
+    "DELETE /api/invitations/{invitation_id}/",
+    "DELETE /api/me/tokens/{token_id}/",
+    f"PATCH {MEMBER}",
+    f"DELETE {MEMBER}",
     "DELETE /api/conversations/{conversation_id}/",
+    # Last: once Alice has handed the workspace over she is no longer its owner.
+    TRANSFER,
 ]
+
+
+@pytest.fixture
+def mailbox():
+    """Where invitations go (a real SMTP server on loopback that keeps what it is sent)."""
+    box = Mailbox().start()
+    yield box
+    box.stop()
 
 
 @dataclass
@@ -70,6 +89,10 @@ class World:
     tailed: str
     # Webhook endpoints of the team's workspace (to where nothing listens).
     endpoints: list[str] = field(default_factory=list)
+    # Invitations to the team's workspace, and a token of Alice's the fuzzer does not sign in
+    # with (revoking it leaves the fuzzer's own).
+    invitations: list[str] = field(default_factory=list)
+    tokens: list[str] = field(default_factory=list)
     seen: dict[str, Counter] = field(default_factory=dict)
 
     def note(self, case, response) -> None:
@@ -82,6 +105,8 @@ class World:
             self.turns[response.json()["conversation"]] = response.json()["turn"]
         elif label == WEBHOOKS and response.status_code == 201:
             self.endpoints.append(response.json()["id"])
+        elif label == INVITE and response.status_code == 201:
+            self.invitations.append(response.json()["id"])
 
 
 def _world(server, people) -> World:
@@ -106,12 +131,18 @@ def _world(server, people) -> World:
         wait_for_turn_end(client, tailed)
         made = client.post("/api/workspaces/team/webhooks/", json={"url": NOWHERE})
         assert made.status_code == 201, made.text
+        invited = client.post("/api/workspaces/team/invitations/", json={"email": "e@example.com"})
+        assert invited.status_code == 201, invited.text
+        token = client.post("/api/me/tokens/", json={"name": "for the fuzzer to revoke"})
+        assert token.status_code == 201, token.text
     return World(
         conversations=[done, *waiting],
         selections=questions[:2],
         turns=turns,
         tailed=tailed,
         endpoints=[made.json()["id"]],
+        invitations=[invited.json()["id"]],
+        tokens=[token.json()["id"]],
     )
 
 
@@ -125,6 +156,10 @@ def _pools(operation, world: World) -> dict[str, list[str]]:
         "selection_id": world.selections,
         "slug": ["team"],
         "endpoint_id": endpoints[:1] + endpoints[1:][-3:],
+        "invitation_id": world.invitations[:1] + world.invitations[1:][-3:],
+        "token_id": world.tokens,
+        # Bob's role is changed; Carol, the viewer, is removed (Alice, the one owner, is kept).
+        "username": ["carol"] if operation.label == f"DELETE {MEMBER}" else ["bob"],
     }
 
 
@@ -144,6 +179,9 @@ def _aimed(operation, mode, world: World):
     return st.one_of(*aimed, operation.as_strategy(mode))
 
 
+_invited = count()
+
+
 def _named_in_body(world: World):
     def name(case):
         body = case.body
@@ -160,6 +198,10 @@ def _named_in_body(world: World):
             body["expected_turn_id"] = turn
         elif label.endswith("/cancel/") and turn:
             body["turn_id"] = turn
+        elif label == TRANSFER:
+            body["username"] = "bob"
+        elif label == INVITE:
+            body["email"] = f"invited-{next(_invited)}@example.com"
         return case
 
     return name
@@ -251,17 +293,18 @@ def _each_tail_event_checked(server) -> dict:
 
 # About 1,500 requests (70-110 s on a loaded machine), SCALE times as many under `make fuzz`.
 @pytest.mark.timeout(360 * SCALE)
-def test_every_operation_answers_as_its_schema_says(make_server, people):
+def test_every_operation_answers_as_its_schema_says(make_server, people, mailbox):
     # Cases that send an answer link's header send made-up ones, each a failed sign-in: the
     # address's lock is set far off (the lock itself is tested in tests/core/test_lockout.py).
-    server = make_server(PARLEY_LOGIN_ADDRESS_FAILURE_LIMIT="1000000")
+    server = make_server(PARLEY_LOGIN_ADDRESS_FAILURE_LIMIT="1000000", PARLEY_EMAIL_URL=mailbox.url)
     world = _world(server, people)
     schema = schemathesis.openapi.from_dict(_each_tail_event_checked(server))
     operations = [result.ok() for result in schema.get_all_operations()]
     labels = {operation.label for operation in operations}
-    # 32: with a person's notification settings (GET, PUT), a question's deliveries and its answer
-    # link's page, a workspace's channels (GET, PUT) and webhook endpoints (seven).
-    assert len(labels) == 32 and TAIL in labels and set(ORDER) <= labels
+    # 43: with a person's notification settings (GET, PUT), a question's deliveries and its answer
+    # link's page, a workspace's channels (GET, PUT) and webhook endpoints (seven); a person's
+    # API tokens (three), a workspace's invitations (three), members (three), ownership and audit.
+    assert len(labels) == 43 and TAIL in labels and set(ORDER) <= labels
     # The reads come right after conversations are made.
     operations.sort(key=lambda op: ORDER.index(op.label) if op.label in ORDER else 0.5)
     headers = {"Authorization": f"Token {people.alice.token}"}
