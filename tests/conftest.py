@@ -27,6 +27,7 @@ from conversations import services
 from conversations.models import Membership, Workspace
 from core.dbthreads import close_connections
 from tests import llm_server as llm
+from tests.smtp_server import Mailbox
 
 DEMO_FILES = Path(settings.BASE_DIR) / "conversations" / "demo_files"
 ROOT = Path(__file__).resolve().parent.parent
@@ -261,6 +262,14 @@ def make_server(transactional_db, tmp_path):
 @pytest.fixture
 def server(make_server) -> LiveServer:
     return make_server()
+
+
+@pytest.fixture
+def mailbox():
+    """A real SMTP server on loopback (tests.smtp_server) that keeps what it is sent."""
+    box = Mailbox().start()
+    yield box
+    box.stop()
 
 
 @pytest.fixture

@@ -11,19 +11,11 @@ from accounts.models import AuditEntry, Invitation
 from conversations.models import Membership
 from tests.conftest import log_in
 from tests.helpers import admin_of, post_form, shown
-from tests.smtp_server import Mailbox
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 LINK = re.compile(r"http://127\.0\.0\.1:\d+/invitations/open/#k=(\S+)")
 OPEN = "/invitations/open/"
-
-
-@pytest.fixture
-def mailbox():
-    box = Mailbox().start()
-    yield box
-    box.stop()
 
 
 @pytest.fixture

@@ -9,16 +9,9 @@ import httpx
 import pytest
 
 from tests.helpers import post_form
-from tests.smtp_server import CEILING, Mailbox
+from tests.smtp_server import CEILING
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-@pytest.fixture
-def mailbox():
-    box = Mailbox().start()
-    yield box
-    box.stop()
 
 
 @pytest.fixture

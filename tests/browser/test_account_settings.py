@@ -14,19 +14,11 @@ from accounts.email_change import SALT
 from accounts.models import AuditEntry
 from tests.browser.conftest import screenshot
 from tests.helpers import signed_in_the_past
-from tests.smtp_server import Mailbox
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 EMAIL_LINK = re.compile(r"http://127\.0\.0\.1:\d+/settings/account/email/confirm/#k=\S+")
 RESET_LINK = re.compile(r"http://127\.0\.0\.1:\d+/reset/#u=\S+")
-
-
-@pytest.fixture
-def mailbox():
-    box = Mailbox().start()
-    yield box
-    box.stop()
 
 
 @pytest.fixture

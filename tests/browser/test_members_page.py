@@ -11,18 +11,10 @@ from playwright.sync_api import expect
 
 from conversations.models import Membership
 from tests.browser.conftest import screenshot
-from tests.smtp_server import Mailbox
 
 pytestmark = pytest.mark.browser
 
 LINK = re.compile(r"http://127\.0\.0\.1:\d+/invitations/open/#k=\S+")
-
-
-@pytest.fixture
-def mailbox():
-    box = Mailbox().start()
-    yield box
-    box.stop()
 
 
 @pytest.fixture

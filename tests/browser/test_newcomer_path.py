@@ -17,7 +17,6 @@ from accounts.models import AuditEntry
 from conversations.models import Membership, Workspace
 from tests.browser.conftest import Browsing, screenshot
 from tests.oidc_provider import OidcProvider
-from tests.smtp_server import Mailbox
 
 pytestmark = pytest.mark.browser
 
@@ -33,13 +32,6 @@ PROVIDER_ACCOUNTS = {
         "preferred_username": "dave",
     }
 }
-
-
-@pytest.fixture
-def mailbox():
-    box = Mailbox().start()
-    yield box
-    box.stop()
 
 
 @pytest.fixture

@@ -12,19 +12,11 @@ from reach.models import Delivery
 from tests.browser.conftest import hidden_tab, notifications, screenshot, wait_for_notification
 from tests.conftest import all_events, wait_for_turn_end, wait_until
 from tests.helpers import ask, create_conversation, outcomes, start, wait_pending
-from tests.smtp_server import Mailbox
 
 pytestmark = pytest.mark.browser
 
 LINK = re.compile(r"(http://127\.0\.0\.1:\d+/answer/[^/\s]+/#k=[^\s\"<]+)")
 ME = "/api/me/notifications/"
-
-
-@pytest.fixture
-def mailbox():
-    box = Mailbox().start()
-    yield box
-    box.stop()
 
 
 @pytest.fixture

@@ -4,21 +4,11 @@ both."""
 
 from collections import Counter
 
-import pytest
-
 from reach.models import Attempt, Delivery, Preference
 from tests.conftest import wait_until
 from tests.helpers import ask, create_conversation, start, wait_pending
-from tests.smtp_server import Mailbox
 
 QUESTIONS = 40
-
-
-@pytest.fixture
-def mailbox():
-    box = Mailbox().start()
-    yield box
-    box.stop()
 
 
 def test_many_questions_on_two_processes_are_each_mailed_once(make_node, people, mailbox):

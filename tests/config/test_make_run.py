@@ -14,16 +14,8 @@ import pytest
 
 from ops.servers import free_port
 from tests.conftest import ROOT
-from tests.smtp_server import Mailbox
 
 pytestmark = pytest.mark.once
-
-
-@pytest.fixture
-def mailbox():
-    box = Mailbox().start()
-    yield box
-    box.stop()
 
 
 @pytest.mark.timeout(300)

@@ -26,7 +26,6 @@ from schemathesis.specs.openapi.checks import (
 from tests.conftest import wait_for_turn_end
 from tests.fuzz.conftest import SCALE, budget
 from tests.helpers import ask, create_conversation, start, wait_pending
-from tests.smtp_server import Mailbox
 
 # Cases per operation and generation mode (times PARLEY_FUZZ_SCALE under `make fuzz`).
 EXAMPLES = 30
@@ -67,14 +66,6 @@ ORDER = [
     # Last: once Alice has handed the workspace over she is no longer its owner.
     TRANSFER,
 ]
-
-
-@pytest.fixture
-def mailbox():
-    """Where invitations go (a real SMTP server on loopback that keeps what it is sent)."""
-    box = Mailbox().start()
-    yield box
-    box.stop()
 
 
 @dataclass

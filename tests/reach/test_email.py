@@ -10,18 +10,10 @@ import pytest
 from selection.models import Selection
 from tests.conftest import log_in, wait_until
 from tests.helpers import ask, create_conversation, finished, outcomes, start, wait_pending
-from tests.smtp_server import Mailbox
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 LINK = re.compile(r"(http://127\.0\.0\.1:\d+/answer/[^/\s]+/#k=[^\s\"<]+)")
-
-
-@pytest.fixture
-def mailbox():
-    box = Mailbox().start()
-    yield box
-    box.stop()
 
 
 @pytest.fixture

@@ -19,16 +19,8 @@ from selection.models import Selection
 from selection.services import selection_request
 from tests.conftest import kill, wait_until
 from tests.helpers import ask, create_conversation, samples, start, wait_pending
-from tests.smtp_server import Mailbox
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-@pytest.fixture
-def mailbox():
-    box = Mailbox().start()
-    yield box
-    box.stop()
 
 
 def _everyone_hears_everything(people) -> None:

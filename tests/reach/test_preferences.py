@@ -18,7 +18,6 @@ from selection.services import selection_request
 from tests.conftest import log_in, wait_until
 from tests.helpers import ask, create_conversation, shown, start, wait_pending
 from tests.slack_server import SlackServer
-from tests.smtp_server import Mailbox
 
 ME = "/api/me/notifications/"
 PAGE = "/settings/notifications/"
@@ -31,13 +30,6 @@ DEFAULTS = {
     "timezone": "UTC",
     "chosen": False,
 }
-
-
-@pytest.fixture
-def mailbox():
-    box = Mailbox().start()
-    yield box
-    box.stop()
 
 
 @pytest.fixture

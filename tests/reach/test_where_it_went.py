@@ -26,13 +26,6 @@ from tests.smtp_server import Mailbox
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
-@pytest.fixture
-def mailbox():
-    box = Mailbox().start()
-    yield box
-    box.stop()
-
-
 def deliveries_url(selection_id: str) -> str:
     return f"/api/selections/{selection_id}/deliveries/"
 
