@@ -36,6 +36,9 @@ tests/clients/node_modules/.installed: tests/clients/package.json tests/clients/
 	  $(SUDO) apt-get update -qq && \
 	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends \
 	    nodejs npm >/dev/null; }
+	@node -e 'const [a, b] = process.versions.node.split(".").map(Number); process.exit(a > 20 || (a === 20 && b >= 19) ? 0 : 1)' || { \
+	  echo "The client tests need Node.js 20.19 or later (this machine has $$(node --version))." \
+	    "Debian 12's own package is 18: install Node.js 20 or 22 (e.g. NodeSource's packages)."; exit 1; }
 	npm ci --prefix tests/clients --no-audit --no-fund --loglevel=error
 	touch $@
 
