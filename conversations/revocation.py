@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from importlib import import_module
 
 from django.conf import settings
-from django.contrib.auth import HASH_SESSION_KEY, SESSION_KEY, get_user_model, user_logged_out
+from django.contrib.auth import SESSION_KEY, get_user_model, user_logged_out
 from django.contrib.sessions.backends.db import SessionStore as DatabaseSessionStore
 from django.db import transaction
 from django.db.models.signals import post_delete, post_save
@@ -125,46 +125,38 @@ def _roles(pairs: set[tuple[int, int]]) -> dict[tuple[int, int], str]:
     return {(user, workspace): role for user, workspace, role in rows}
 
 
-def _session_data(keys: set[str]) -> dict[str, dict]:
-    """The data of those of the sessions ``keys`` that are still there, unexpired: in one query
-    where the store is the database (``db``, ``cached_db``: every session is written there), else
-    asked of the store session by session."""
+def _sessions_there(keys: set[str]) -> set[str]:
+    """Those of the sessions ``keys`` still there, unexpired: in one query where the store is
+    the database (``db``, ``cached_db``: every session is written there), else asked of the
+    store session by session. A session's person and hash never change under its key (Django
+    gives a session a new key whenever it signs someone in again, or changes their hash), so
+    that it is there is all there is to ask of it; the handshake read the rest."""
     store = import_module(settings.SESSION_ENGINE).SessionStore
     if issubclass(store, DatabaseSessionStore):
-        rows = (
+        return set(
             store.get_model_class()
             .objects.filter(session_key__in=keys, expire_date__gt=timezone.now())
-            .values_list("session_key", "session_data")
+            .values_list("session_key", flat=True)
         )
-        return {key: store().decode(data) for key, data in rows}
-    found = {}
-    for key in keys:
-        data = store(key).load()
-        if data:
-            found[key] = data
-    return found
+    return {key for key in keys if store().exists(key)}
 
 
 def _sessions_signed_in(sessions: set[tuple[str, int, str]]) -> set[tuple[str, int, str]]:
     """Of (session key, person, session hash) triples, those still signed in: the session is
-    still there, signed in as that person with that hash, and the person (active) still has the
-    password that hash was made of. What Django asks of a session at each request."""
-    users = get_user_model()._default_manager.filter(
-        pk__in={user for _, user, _ in sessions}, is_active=True
+    still there, and the person (active) still has the password that hash was made of. What
+    Django asks of a session at each request."""
+    users = (
+        get_user_model()
+        ._default_manager.filter(pk__in={user for _, user, _ in sessions}, is_active=True)
+        .only("pk", "password")
     )
     hashes = {user.pk: user.get_session_auth_hash() for user in users}
-    data = _session_data({key for key, _, _ in sessions})
-    signed_in = set()
-    for key, user_id, auth_hash in sessions:
-        session = data.get(key, {})
-        if (
-            user_id in hashes
-            and str(session.get(SESSION_KEY)) == str(user_id)
-            and constant_time_compare(hashes[user_id], auth_hash)
-            and constant_time_compare(session.get(HASH_SESSION_KEY) or "", auth_hash)
-        ):
-            signed_in.add((key, user_id, auth_hash))
-    return signed_in
+    there = _sessions_there({key for key, _, _ in sessions})
+    return {
+        (key, user_id, auth_hash)
+        for key, user_id, auth_hash in sessions
+        if key in there and user_id in hashes and constant_time_compare(hashes[user_id], auth_hash)
+    }
 
 
 def _session_of(held: Held) -> tuple[str, int, str] | None:
@@ -268,8 +260,11 @@ def _account_saved(instance, update_fields=None, **kwargs) -> None:
         changed()
 
 
-def _signed_out(**kwargs) -> None:
-    changed()
+def _session_deleted(instance, **kwargs) -> None:
+    # Signed out, or its key cycled (a password change); not an anonymous session's key cycled
+    # at a sign-in (single sign-on keeps its state in one first), which signed no one out.
+    if SESSION_KEY in instance.get_decoded():
+        changed()
 
 
 def connect_signals() -> None:
@@ -283,9 +278,9 @@ def connect_signals() -> None:
         # its key cycled (a sign-in, a password change). Nothing here deletes sessions in bulk
         # (no clearsessions): each deletion is one check.
         post_delete.connect(
-            _signed_out, sender=store.get_model_class(), dispatch_uid="parley-access-session"
+            _session_deleted, sender=store.get_model_class(), dispatch_uid="parley-access-session"
         )
     else:
         # Other stores send no signal: the sign-out's own (the session is flushed just after,
         # so a check may come too early; the next upkeep's does not).
-        user_logged_out.connect(_signed_out, dispatch_uid="parley-access-signed-out")
+        user_logged_out.connect(changed, dispatch_uid="parley-access-signed-out")
