@@ -308,6 +308,7 @@ REST_FRAMEWORK = {
     # expired key counts as a failed sign-in).
     "DEFAULT_AUTHENTICATION_CLASSES": [
         "core.lockout.TokenAuthentication",
+        "core.lockout.BearerTokenAuthentication",
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],

@@ -255,29 +255,27 @@ def key_from(authorization: str) -> str | None:
 
 
 class TokenAuthentication(authentication.TokenAuthentication):
-    """DRF's ``Authorization: Token <key>`` (``Bearer <key>`` too) under the login locks: a wrong
-    key counts as a failed sign-in from the caller's address, and an address locked out gets 429
-    ``locked_out`` with ``Retry-After`` (core.api renders it), whatever key it sends. The answer
-    without credentials stays DRF's: 401 with ``WWW-Authenticate: Token``. (Here, not in
-    core.api, because DRF imports its authentication classes while its views are still
-    loading.)"""
+    """DRF's ``Authorization: Token <key>`` under the login locks: a wrong key counts as a
+    failed sign-in from the caller's address, and an address locked out gets 429 ``locked_out``
+    with ``Retry-After`` (core.api renders it), whatever key it sends. The answer without
+    credentials stays DRF's: 401 with ``WWW-Authenticate: Token``. (Here, not in core.api,
+    because DRF imports its authentication classes while its views are still loading.)"""
 
     def authenticate(self, request):
-        header = authentication.get_authorization_header(request).decode("latin1")
-        scheme, _, rest = header.partition(" ")
-        if scheme.lower() != "bearer":
-            self.attempt = attempt_from_request(request)
-            return super().authenticate(request)
-        if " " in rest.strip() or not rest.strip():
-            raise drf_exceptions.AuthenticationFailed("Invalid token header.")
         self.attempt = attempt_from_request(request)
-        return self.authenticate_credentials(rest.strip())
+        return super().authenticate(request)
 
     def authenticate_credentials(self, key):
         found = token_for(self.attempt, key)
         if found is None:
             raise drf_exceptions.AuthenticationFailed("Invalid token.")
         return found
+
+
+class BearerTokenAuthentication(TokenAuthentication):
+    """The same key as ``Authorization: Bearer <key>``, as OAuth-minded clients send it."""
+
+    keyword = "Bearer"
 
 
 def api_token_id(request) -> str | None:

@@ -1,7 +1,9 @@
 """The OpenAPI schema as client generators and linters read it: operations described only by what
 their views say to clients (never a view class's docstring, written for Parley's developers), and
-OpenAPI 3.0's `nullable` only beside a `type`, where the specification gives it a meaning."""
+OpenAPI 3.0's `nullable` only beside a `type`, where the specification gives it a meaning; and
+the API key sent as a bearer token, a security scheme of its own."""
 
+from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from drf_spectacular.openapi import AutoSchema
 
 NULL = {"$ref": "#/components/schemas/NullEnum"}
@@ -45,3 +47,14 @@ def null_beside_type(result, generator, request, public):
     if used[0]:
         schemas.setdefault("NullEnum", {"enum": [None]})
     return result
+
+
+class BearerTokenScheme(OpenApiAuthenticationExtension):
+    """The API key sent as ``Authorization: Bearer <key>`` (core.lockout), beside ``Token``."""
+
+    target_class = "core.lockout.BearerTokenAuthentication"
+    name = "bearerAuth"
+    priority = 1  # over drf-spectacular's own scheme for DRF's TokenAuthentication and kin
+
+    def get_security_definition(self, auto_schema):
+        return {"type": "http", "scheme": "bearer", "description": "An API token (prl_…)."}
