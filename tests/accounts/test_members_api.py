@@ -3,9 +3,11 @@ through a real SMTP server whose link is followed: owners only (member and viewe
 404), clear JSON errors, nothing changed on bad input; membership changes in the admin audited."""
 
 import re
+from datetime import datetime, timedelta
 
 import httpx
 import pytest
+from django.utils import timezone
 
 from accounts.models import AuditEntry, Invitation
 from conversations.models import Membership
@@ -180,6 +182,36 @@ def test_an_invitation_is_emailed_and_its_link_accepted_once(live, people, mailb
         AuditEntry.objects.filter(workspace=people.workspace).values_list("action", flat=True)
     )
     assert actions[:3] == ["member_added", "invitation_accepted", "invitation_sent"]
+
+
+def test_an_invitation_is_a_member_for_seven_days_and_a_reinvite_starts_afresh(live, people):
+    with live.client(people.alice) as alice:
+        first = alice.post("/api/workspaces/team/invitations/", json={"email": "erin@example.com"})
+        assert first.status_code == 201, first.text
+        again = alice.post("/api/workspaces/team/invitations/", json={"email": "erin@example.com"})
+        assert again.status_code == 201, again.text
+    assert first.json()["role"] == "member"
+    expires = datetime.fromisoformat(first.json()["expires_at"])
+    assert timedelta(days=7) - timedelta(minutes=5) < expires - timezone.now() <= timedelta(days=7)
+    assert datetime.fromisoformat(again.json()["expires_at"]) > expires
+    kept = Invitation.objects.get(email="erin@example.com", revoked_at__isnull=True)
+    assert kept.role == "member" and kept.expires_at > expires
+
+
+def test_a_refused_email_keeps_no_invitation(make_server, people, mailbox):
+    # Django logs a 5xx answer at ERROR (django.request): this 502 is on purpose.
+    live = make_server(
+        allow_errors_from=("django.request",),
+        PARLEY_EMAIL_URL=mailbox.url,
+        PARLEY_EMAIL_FROM="Parley <team@parley.test>",
+    )
+    mailbox.refuse_to = "frank@example.com"
+    with live.client(people.alice) as alice:
+        response = alice.post(
+            "/api/workspaces/team/invitations/", json={"email": "frank@example.com"}
+        )
+        _error(response, 502, "email_failed")
+    assert not Invitation.objects.filter(email="frank@example.com").exists()
 
 
 def test_revoked_and_wrong_account_links_change_nothing(live, people, mailbox):

@@ -8,9 +8,10 @@ from datetime import timedelta
 
 import pytest
 from django.contrib import admin as django_admin
+from django.contrib.auth import get_user_model
 from django.core.exceptions import ValidationError
 from django.db import connections
-from django.test import RequestFactory
+from django.test import RequestFactory, override_settings
 from django.utils import timezone
 
 from accounts import audit
@@ -280,6 +281,19 @@ def test_signing_up_takes_the_invited_address_and_the_password_validators(people
     )
     assert user.email == "erin@example.com" and user.check_password("a long and good passphrase")
     assert accepted.joined and accepted.membership.role == "member"
+
+
+def test_with_password_sign_in_off_an_invitation_makes_no_account(people):
+    invitation = _invitation(people, email="erin@example.com")
+    token = invitation_token(invitation)
+    with override_settings(PARLEY_PASSWORD_LOGIN=False), pytest.raises(ApplicationError) as refused:
+        account_create_and_accept(
+            token=token, username="erin", name="Erin", password="a long and good passphrase"
+        )
+    assert (refused.value.code, refused.value.status) == ("password_login_off", 403)
+    assert not get_user_model().objects.filter(email__iexact="erin@example.com").exists()
+    invitation.refresh_from_db()
+    assert invitation.accepted_at is None
 
 
 def test_the_audit_log_is_append_only(people):

@@ -4,11 +4,13 @@ owner only; bad input changes nothing; a revoked or expired token is refused on 
 the audit log and the server's log never hold a key; and the migration that moves authtoken's
 keys over keeps them working."""
 
+import hashlib
 from datetime import timedelta
 
 import httpx
 import pytest
 import websockets
+from django.core.management import call_command
 from django.db import connection
 from django.db.migrations.executor import MigrationExecutor
 from django.utils import timezone
@@ -38,11 +40,10 @@ def test_a_person_makes_lists_uses_and_revokes_named_tokens(server, people):
         assert body["name"] == "laptop" and body["last_used_at"] is None
         expires = timezone.datetime.fromisoformat(body["expires_at"])
         assert timedelta(days=29) < expires - timezone.now() <= timedelta(days=30)
-        # Kept as its hash: the database never holds the key.
+        # Kept as its SHA-256: the database never holds the key.
         stored = ApiToken.objects.get(pk=body["id"])
-        assert stored.key_hash == hash_key(key) and key not in str(
-            ApiToken.objects.filter(pk=body["id"]).values().get()
-        )
+        assert stored.key_hash == hashlib.sha256(key.encode()).hexdigest()
+        assert key not in str(ApiToken.objects.filter(pk=body["id"]).values().get())
         listed = bob.get("/api/me/tokens/").json()
         assert {t["name"] for t in listed} == {"tests", "laptop"}
         assert all("key" not in t for t in listed)
@@ -96,6 +97,7 @@ def test_another_persons_token_is_not_found_and_bad_input_changes_nothing(server
             {"name": "x" * 101},
             {"name": "ok", "expires_in_days": "30"},
             {"name": "ok", "expires_in_days": 0},
+            {"name": "ok", "expires_in_days": 3651},
             {"name": "ok", "expires_in_days": True},
             {"name": "ok", "expires_at": "yesterday"},
             {"name": "ok", "expires_at": "2001-01-01T00:00:00Z"},
@@ -109,6 +111,19 @@ def test_another_persons_token_is_not_found_and_bad_input_changes_nothing(server
     alices.refresh_from_db()
     assert alices.revoked_at is None
     assert (ApiToken.objects.count(), AuditEntry.objects.count()) == before
+    # The bounds themselves are allowed: 1 to 3650 days.
+    with server.client(people.bob) as bob:
+        for days in (1, 3650):
+            made = bob.post("/api/me/tokens/", json={"name": "ok", "expires_in_days": days})
+            assert made.status_code == 201, (days, made.text)
+
+
+def test_create_token_makes_a_token_that_expires_as_asked(people, capsys):
+    call_command("create_token", "bob", name="x", expires_in_days=1)
+    key = capsys.readouterr().out.strip()
+    made = ApiToken.objects.get(user=people.bob.user, name="x")
+    assert made.key_hash == hashlib.sha256(key.encode()).hexdigest()
+    assert timedelta(hours=23) < made.expires_at - timezone.now() <= timedelta(days=1)
 
 
 def test_a_token_made_with_an_expiring_token_cannot_outlive_it(server, people):
