@@ -3,12 +3,20 @@ it is unreachable, missing or names another issuer), a provider that is down met
 page saying so, the roles claim's mapping onto memberships, and the password switch."""
 
 import json
+import os
 import socket
+import subprocess
+import sys
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 
+import jwt
 import pytest
-from django.contrib.auth import authenticate
+from cryptography.hazmat.primitives.asymmetric import rsa
+from django.contrib.auth import authenticate, get_user_model
+from django.core.exceptions import SuspiciousOperation
 from django.test import RequestFactory, override_settings
 
 from accounts import sso, sso_roles
@@ -209,3 +217,115 @@ def test_a_userinfo_about_someone_else_is_refused_with_a_reason(db):
         httpd.shutdown()
         httpd.server_close()
         sso.forget_discovery()
+
+
+ISSUER, CLIENT_ID = "https://id.example.test", "parley"
+
+
+def _id_token(key, **claims) -> str:
+    payload = {
+        "iss": ISSUER,
+        "aud": CLIENT_ID,
+        "sub": "ada-at-the-provider",
+        "iat": int(time.time()),
+        "exp": int(time.time()) + 300,
+        **claims,
+    }
+    return jwt.encode(payload, key, algorithm="RS256", headers={"kid": "k1"})
+
+
+def test_the_id_token_must_be_rs256_for_this_client_from_this_issuer():
+    private = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    jwk = json.loads(jwt.algorithms.RSAAlgorithm.to_jwk(private.public_key()))
+    public = jwt.PyJWK({**jwk, "kid": "k1"})  # as the library passes it, from the JWKS
+    backend = sso.ParleyOIDCBackend()
+    with override_settings(PARLEY_OIDC_ISSUER=ISSUER, PARLEY_OIDC_CLIENT_ID=CLIENT_ID):
+        assert backend._verify_jws(_id_token(private), public)["sub"] == "ada-at-the-provider"
+        secret = "the-client-secret-of-32-bytes-or-more"
+        hs256 = jwt.encode(
+            {"iss": ISSUER, "aud": CLIENT_ID, "sub": "x", "exp": int(time.time()) + 300},
+            secret,
+            algorithm="HS256",
+        )
+        for token, key in (
+            (_id_token(private, aud="another-client"), public),
+            (_id_token(private, iss="https://id.elsewhere.test"), public),
+            (hs256, public),
+            (hs256, secret),
+        ):
+            with pytest.raises(SuspiciousOperation):
+                backend._verify_jws(token, key)
+
+
+def _signed_in_with(claims: dict):
+    backend = sso.ParleyOIDCBackend()
+    backend.request = RequestFactory().get("/oidc/callback/")
+    backend.get_userinfo = lambda access_token, id_token, payload: payload
+    return backend.get_or_create_user("access", "id", claims)
+
+
+def test_an_address_two_accounts_share_is_refused(db):
+    User = get_user_model()
+    User.objects.create_user("one", email="a@x.org")
+    User.objects.create_user("two", email="A@x.org")
+    with pytest.raises(sso.SsoRefused) as refused:
+        _signed_in_with({"sub": "s", "email": "a@x.org", "email_verified": True})
+    assert refused.value.reason == "email_ambiguous"
+    assert User.objects.count() == 2
+
+
+def test_a_new_person_gets_a_unique_username_and_a_name_from_name_alone(people):
+    user = _signed_in_with(
+        {
+            "sub": "s",
+            "email": "ada@example.org",
+            "email_verified": True,
+            "preferred_username": "BOB",
+            "name": "Ada Lovelace",
+        }
+    )
+    assert user.pk != people.bob.user.pk and user.email == "ada@example.org"
+    assert user.username == "BOB-2"
+    assert (user.first_name, user.last_name) == ("Ada Lovelace", "")
+
+
+def test_with_password_sign_in_off_an_api_token_still_works(make_server, people):
+    live = make_server(
+        PARLEY_PASSWORD_LOGIN="0",
+        PARLEY_OIDC_ISSUER="http://127.0.0.1:9",
+        PARLEY_OIDC_CLIENT_ID="parley",
+        PARLEY_OIDC_CLIENT_SECRET="secret",
+    )
+    with live.client(people.bob) as bob:
+        response = bob.get("/api/workspaces/")
+    assert response.status_code == 200, response.text
+    assert [w["slug"] for w in response.json()] == ["team"]
+    with live.client() as browser:  # the switch is on in that server: no password form
+        assert 'name="password"' not in browser.get("/login/").text
+
+
+def test_password_sign_in_off_without_an_issuer_does_not_start():
+    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "config.settings", "PARLEY_PASSWORD_LOGIN": "0"}
+    env.pop("PARLEY_OIDC_ISSUER", None)
+    env.update(PARLEY_OIDC_CLIENT_ID="parley", PARLEY_OIDC_CLIENT_SECRET="secret")
+    started = subprocess.run(
+        [sys.executable, "-c", "import django; django.setup()"],
+        cwd=Path(__file__).resolve().parents[2],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert started.returncode != 0
+    assert "PARLEY_OIDC_ISSUER" in started.stderr and "PARLEY_PASSWORD_LOGIN" in started.stderr
+    # The same with an issuer starts: it is the missing issuer that stopped it.
+    env["PARLEY_OIDC_ISSUER"] = "http://127.0.0.1:9"
+    started = subprocess.run(
+        [sys.executable, "-c", "import django; django.setup()"],
+        cwd=Path(__file__).resolve().parents[2],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert started.returncode == 0, started.stderr
