@@ -10,6 +10,7 @@ from conversations.apis.common import PersonSerializer, StrictLimitOffsetPaginat
 from conversations.models import Membership
 from core.api import StrictCharField, error_responses
 from core.errors import ApplicationError, not_found
+from reach.access import workspace_owner_access
 
 from .audit_log import workspace_audit
 from .invitations import invitation_revoke, invitation_send
@@ -18,9 +19,10 @@ from .members import (
     member_role_change,
     members,
     ownership_transfer,
-    workspace_owner_access,
 )
 from .models import Invitation
+
+MANAGE = "manage its members"
 
 
 def _refuse_unknown(serializer: serializers.Serializer, attrs: dict) -> dict:
@@ -145,7 +147,7 @@ class MemberListApi(APIView):
         description="Owners only. Each member: who, role, how they came in, when last seen.",
     )
     def get(self, request, slug):
-        workspace = workspace_owner_access(user=request.user, slug=slug)
+        workspace = workspace_owner_access(user=request.user, slug=slug, doing=MANAGE)
         return Response(MemberSerializer(members(workspace=workspace), many=True).data)
 
 
@@ -162,7 +164,7 @@ class MemberDetailApi(APIView):
         "what they now are). 409 `last_owner` when it would leave the workspace no owner.",
     )
     def patch(self, request, slug, username):
-        workspace = workspace_owner_access(user=request.user, slug=slug)
+        workspace = workspace_owner_access(user=request.user, slug=slug, doing=MANAGE)
         payload = self.InputSerializer(data=request.data)
         payload.is_valid(raise_exception=True)
         member_role_change(
@@ -183,7 +185,7 @@ class MemberDetailApi(APIView):
         "the workspace's only owner.",
     )
     def delete(self, request, slug, username):
-        workspace = workspace_owner_access(user=request.user, slug=slug)
+        workspace = workspace_owner_access(user=request.user, slug=slug, doing=MANAGE)
         member_remove(workspace=workspace, username=username, actor=request.user, request=request)
         return Response(status=status.HTTP_204_NO_CONTENT)
 

@@ -4,14 +4,13 @@ invite by email, revoke an invitation. It all works without JavaScript."""
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.core.exceptions import PermissionDenied
 from django.core.paginator import Paginator
-from django.http import Http404
 from django.shortcuts import redirect, render
 
 from conversations.models import Membership
 from core.decoding import check_text
 from core.errors import ApplicationError
+from reach.access import page_refusal, workspace_owner_access
 
 from .audit_log import workspace_audit
 from .invitations import invitation_revoke, invitation_send
@@ -20,7 +19,6 @@ from .members import (
     member_role_change,
     members,
     ownership_transfer,
-    workspace_owner_access,
 )
 from .models import Invitation
 
@@ -31,9 +29,7 @@ def _owned(request, slug: str, doing: str):
     try:
         return workspace_owner_access(user=request.user, slug=slug, doing=doing)
     except ApplicationError as error:
-        if error.status == 404:
-            raise Http404(error.message) from None
-        raise PermissionDenied(error.message) from None
+        raise page_refusal(error) from None
 
 
 @login_required
@@ -47,9 +43,6 @@ def members_page(request, slug):
                 check_text(value, what="The form")
             done = _act(request, workspace)
         except ApplicationError as error:
-            if error.code in ("forbidden", "not_found") and error.status in (403, 404):
-                if error.message.startswith("Workspace"):
-                    raise Http404(error.message) from None
             context["error"] = {"action": request.POST.get("action", ""), "message": error.message}
             context["form"] = {
                 "email": request.POST.get("email", ""),

@@ -10,7 +10,6 @@ go through the ORM, so conversations.revocation closes what a person no longer m
 from django.db import transaction
 from django.db.models import Max
 
-from conversations.access import workspace_access
 from conversations.models import Membership, Workspace
 from core.errors import ApplicationError, forbidden, not_found
 
@@ -19,14 +18,6 @@ from .models import AuditEntry
 
 Action = AuditEntry.Action
 OWNER = Membership.Role.OWNER
-
-
-def workspace_owner_access(*, user, slug: str, doing: str = "manage its members") -> Workspace:
-    """The workspace, if ``user`` owns it; ApplicationError 404 for strangers, 403 for others."""
-    workspace, membership = workspace_access(user=user, slug=slug)
-    if membership.role != OWNER:
-        raise forbidden(f"Only the workspace's owners may {doing}.")
-    return workspace
 
 
 def members(*, workspace: Workspace) -> list[Membership]:

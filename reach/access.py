@@ -2,9 +2,12 @@
 conversations.access's, asked again on every request: a stranger learns nothing (404), a member
 or a viewer is refused (403), and a membership revoked counts at once."""
 
+from django.core.exceptions import PermissionDenied
+from django.http import Http404
+
 from conversations.access import membership_of, workspace_access
 from conversations.models import Membership, Workspace
-from core.errors import forbidden, not_found
+from core.errors import ApplicationError, forbidden, not_found
 
 from .models import WebhookEndpoint
 
@@ -19,6 +22,13 @@ def workspace_owner_access(*, user, slug: str, doing: str = "manage its channels
     workspace, membership = workspace_access(user=user, slug=slug)
     _owner(membership, doing)
     return workspace
+
+
+def page_refusal(error: ApplicationError) -> Exception:
+    """An access refusal as the pages give it: 404 for strangers, 403 for the others."""
+    if error.status == 404:
+        return Http404(error.message)
+    return PermissionDenied(error.message)
 
 
 def webhook_endpoint_access(*, user, endpoint_id: str) -> WebhookEndpoint:

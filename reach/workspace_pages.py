@@ -4,8 +4,6 @@ Plain forms posted to the page: it all works without JavaScript."""
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.core.exceptions import PermissionDenied
-from django.http import Http404
 from django.shortcuts import redirect, render
 from django.utils.cache import add_never_cache_headers
 
@@ -13,7 +11,7 @@ from core.decoding import check_text
 from core.errors import ApplicationError
 
 from . import selectors
-from .access import webhook_endpoint_access, workspace_owner_access
+from .access import page_refusal, webhook_endpoint_access, workspace_owner_access
 from .models import EVENT_TYPES
 from .outbox import slack_is_set_up
 from .services.channels import workspace_slack_channel_set
@@ -32,19 +30,12 @@ RECENT_DELIVERIES = 5
 NEW_SECRET = "reach_new_webhook_secret"
 
 
-def _refused(error: ApplicationError):
-    """An access refusal as the pages give it: 404 for strangers, 403 for the others."""
-    if error.status == 404:
-        return Http404(error.message)
-    return PermissionDenied(error.message)
-
-
 @login_required
 def workspace_settings_page(request, slug):
     try:
         workspace = workspace_owner_access(user=request.user, slug=slug, doing="open its settings")
     except ApplicationError as error:
-        raise _refused(error) from None
+        raise page_refusal(error) from None
     context = {"form": {"event_types": ALL_EVENT_TYPES}}
     status = 200
     if request.method != "POST" and (new := request.session.pop(NEW_SECRET, None)):
@@ -57,7 +48,7 @@ def workspace_settings_page(request, slug):
             done = _act(request, workspace)
         except ApplicationError as error:
             if error.status in (403, 404) and error.code in ("forbidden", "not_found"):
-                raise _refused(error) from None
+                raise page_refusal(error) from None
             # The page again, saying why, with what was typed.
             action = request.POST.get("action", "")
             context["error"] = {"action": action, "message": error.message}
