@@ -90,10 +90,11 @@ class InvitationListCreateApi(APIView):
     )
     def get(self, request, slug):
         workspace = workspace_owner_access(user=request.user, slug=slug, doing="see invitations")
-        pending = Invitation.objects.filter(workspace=workspace).select_related(
-            "workspace", "invited_by"
+        rows = (
+            Invitation.objects.filter(workspace=workspace)
+            .pending()
+            .select_related("workspace", "invited_by")
         )
-        rows = [invitation for invitation in pending if invitation.is_pending]
         return Response(InvitationSerializer(rows, many=True).data)
 
     @extend_schema(

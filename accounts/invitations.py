@@ -118,13 +118,11 @@ def invitation_send(*, workspace: Workspace, email: str, role: str, invited_by, 
         ) from None
     with transaction.atomic():
         # The pending invitations it replaces stop working.
-        replaced = Invitation.objects.filter(
-            workspace=workspace,
-            email__iexact=email,
-            accepted_at=None,
-            revoked_at=None,
-            created_at__lte=invitation.created_at,
-        ).exclude(pk=invitation.pk)
+        replaced = (
+            Invitation.objects.unused()
+            .filter(workspace=workspace, email__iexact=email, created_at__lte=invitation.created_at)
+            .exclude(pk=invitation.pk)
+        )
         replaced.update(revoked_at=timezone.now())
         audit.record(
             Action.INVITATION_SENT,
@@ -167,9 +165,7 @@ def invitation_revoke(*, invitation: Invitation, actor, request=None) -> Invitat
     (409) for one already accepted, revoked or expired."""
     with transaction.atomic():
         now = timezone.now()
-        changed = Invitation.objects.filter(
-            pk=invitation.pk, accepted_at=None, revoked_at=None, expires_at__gt=now
-        ).update(revoked_at=now)
+        changed = Invitation.objects.filter(pk=invitation.pk).pending(now).update(revoked_at=now)
         if not changed:
             raise ApplicationError(
                 "not_pending",
@@ -273,9 +269,11 @@ def invitation_accept(*, token: str, user, request=None) -> Accepted:
         )
         _inviter_owns(invitation, [m.user_id for m in owners])
         # The compare-and-set: of two accepts at once, exactly one sees the row still pending.
-        used = Invitation.objects.filter(
-            pk=invitation.pk, accepted_at=None, revoked_at=None, expires_at__gt=timezone.now()
-        ).update(accepted_at=timezone.now(), accepted_by=user)
+        used = (
+            Invitation.objects.filter(pk=invitation.pk)
+            .pending()
+            .update(accepted_at=timezone.now(), accepted_by=user)
+        )
         if not used:
             invitation_open(token)  # says why (used, revoked, expired)
             raise InvitationRefused(

@@ -54,13 +54,9 @@ def members_page(request, slug):
             if request.POST.get("action") == "transfer":
                 return redirect("home")  # no longer an owner: this page is not theirs
             return redirect("workspace-members", slug=workspace.slug)
-    pending = [
-        invitation
-        for invitation in Invitation.objects.filter(workspace=workspace).select_related(
-            "invited_by"
-        )
-        if invitation.is_pending
-    ]
+    pending = list(
+        Invitation.objects.filter(workspace=workspace).pending().select_related("invited_by")
+    )
     context.update(
         {
             "workspace": workspace,

@@ -63,6 +63,16 @@ def new_invitation_id() -> str:
     return new_id("inv")
 
 
+class InvitationQuerySet(models.QuerySet):
+    def unused(self):
+        """Not accepted, not revoked (expired or not)."""
+        return self.filter(accepted_at=None, revoked_at=None)
+
+    def pending(self, now=None):
+        """Pending: not accepted, not revoked, not expired (at ``now``, by default now)."""
+        return self.unused().filter(expires_at__gt=now or timezone.now())
+
+
 class Invitation(models.Model):
     """An owner's invitation of an email address to a workspace with a role. Its link is signed,
     expires at ``expires_at`` and is used once (``accepted_at``); an owner may revoke it."""
@@ -84,19 +94,13 @@ class Invitation(models.Model):
     )
     revoked_at = models.DateTimeField(null=True, blank=True)
 
+    objects = InvitationQuerySet.as_manager()
+
     class Meta:
         ordering = ["workspace", "-created_at"]
 
     def __str__(self):
         return f"{self.email} to {self.workspace} as {self.role}"
-
-    @property
-    def is_pending(self) -> bool:
-        return (
-            self.accepted_at is None
-            and self.revoked_at is None
-            and self.expires_at > timezone.now()
-        )
 
 
 class AuditEntry(models.Model):
