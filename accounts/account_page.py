@@ -10,8 +10,9 @@ from django.shortcuts import redirect, render
 from django.views.decorators.http import require_http_methods
 
 from core.errors import ApplicationError
+from reach.outbox import email_is_set_up
 
-from .email_change import email_change_confirm, email_change_request, email_set_up
+from .email_change import email_change_confirm, email_change_request
 from .password_pages import password_allowed, password_login_on
 
 
@@ -30,7 +31,7 @@ def _page(request, *, name_form=None, email_form=None, status=200):
         "name_form": name_form
         or NameForm(initial={"first_name": user.first_name, "last_name": user.last_name}),
         "email_form": email_form or EmailForm(),
-        "email_set_up": email_set_up(),
+        "email_set_up": email_is_set_up(),
         "password_login": password_login_on(),
         "password_allowed": password_allowed(user),
     }

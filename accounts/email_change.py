@@ -28,6 +28,7 @@ from django.urls import reverse
 
 from core.errors import ApplicationError
 from core.throttles import rate_check
+from reach.outbox import email_is_set_up
 
 from . import audit
 from .models import AuditEntry
@@ -40,11 +41,6 @@ logger = logging.getLogger(__name__)
 class EmailChanged:
     old: str
     new: str
-
-
-def email_set_up() -> bool:
-    """Whether this server sends email: without it, no new address can be verified."""
-    return bool(settings.PARLEY_EMAIL_URL)
 
 
 def _fingerprint(address: str) -> str:
@@ -123,7 +119,7 @@ def email_change_request(*, user, new_email: str) -> str:
     ``email_taken`` (409, another account has it, whatever its case), ``email_off`` (email is
     not set up here), ``throttled`` (429, past PARLEY_EMAIL_CHANGE_RATE), ``email_failed`` (503,
     the mail server refused or was away). Changes nothing."""
-    if not email_set_up():
+    if not email_is_set_up():  # without email, no new address can be verified
         raise ApplicationError(
             "email_off",
             "This server does not send email, so a new address cannot be verified: "

@@ -38,9 +38,9 @@ from django.views.decorators.http import require_http_methods
 from core.errors import ApplicationError
 from core.lockout import client_address
 from core.throttles import rate_check
+from reach.outbox import email_is_set_up
 
 from . import audit
-from .email_change import email_set_up
 
 logger = logging.getLogger(__name__)
 RESET_MAIL_WAITING = 100  # reset emails waiting for a sender, at most
@@ -107,7 +107,7 @@ def password_allowed(user) -> bool:
 
 def password_reset_offered(request) -> dict:
     """A context processor: whether the login page offers a reset by email."""
-    return {"password_reset_offered": password_login_on() and email_set_up()}
+    return {"password_reset_offered": password_login_on() and email_is_set_up()}
 
 
 def _unavailable(request, *, reset: bool):
@@ -158,10 +158,10 @@ class PasswordResetView(auth_views.PasswordResetView):
         return super().dispatch(request, *args, **kwargs)
 
     def get_context_data(self, **kwargs):
-        return {**super().get_context_data(**kwargs), "email_set_up": email_set_up()}
+        return {**super().get_context_data(**kwargs), "email_set_up": email_is_set_up()}
 
     def form_valid(self, form):
-        if not email_set_up():
+        if not email_is_set_up():
             form.add_error(None, "This server does not send email: ask an administrator.")
             return self.render_to_response(self.get_context_data(form=form), status=409)
         try:
