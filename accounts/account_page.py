@@ -13,7 +13,8 @@ from core.errors import ApplicationError
 from reach.outbox import email_is_set_up
 
 from .email_change import email_change_confirm, email_change_request
-from .password_pages import password_allowed, password_login_on
+from .password_pages import password_allowed
+from .sso import password_login_on
 
 
 class NameForm(forms.Form):

@@ -13,7 +13,6 @@ Content-Security-Policy (``form-action 'self'``) refuses at the end of a form's 
 
 from urllib.parse import urlencode
 
-from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth import login
 from django.shortcuts import redirect, render
@@ -24,6 +23,7 @@ from django.views.decorators.http import require_http_methods
 from core.decoding import check_text
 from core.errors import ApplicationError
 
+from . import sso
 from .invitations import (
     InvitationRefused,
     account_create_and_accept,
@@ -50,22 +50,22 @@ def invitation_page(request):
         _forget(request, token)
         return _refused(request, refused)
     here = reverse("invitation")
-    sso = getattr(settings, "PARLEY_OIDC_ISSUER", "")
+    sso_on = sso.configured()
     if action == "sign-in" and not request.user.is_authenticated:
         request.session[SESSION_KEY] = token
         return redirect(f"{reverse('login')}?{urlencode({'next': here})}")
     user = request.user
-    if sso and not user.is_authenticated:
+    if sso_on and not user.is_authenticated:
         # Kept for the single sign-on link, which brings the person back here signed in.
         request.session[SESSION_KEY] = token
     context = {
         "invitation": invitation,
         "k": token,
         "inviter": _name(invitation.invited_by) if invitation.invited_by else "An owner",
-        "sso": bool(sso),
+        "sso": sso_on,
         "sso_url": f"{reverse('oidc_authentication_init')}?{urlencode({'next': here})}",
-        "sso_name": getattr(settings, "PARLEY_OIDC_NAME", "") or "single sign-on",
-        "password_login": getattr(settings, "PARLEY_PASSWORD_LOGIN", True),
+        "sso_name": sso.provider_name() or "single sign-on",
+        "password_login": sso.password_login_on(),
         "form": {"username": "", "name": ""},
     }
     if user.is_authenticated:

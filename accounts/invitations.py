@@ -40,6 +40,7 @@ from core.errors import ApplicationError
 from . import audit
 from .members import lock_owners
 from .models import AuditEntry, Invitation
+from .sso import password_login_on
 
 Action = AuditEntry.Action
 SALT = "accounts.invitation"
@@ -322,7 +323,7 @@ def account_create_and_accept(
     """A new account for the invited address (verified by the link), then the invitation
     accepted as it, in one transaction. ApplicationError ``invalid`` (400) names what is wrong
     (a username taken, a password the validators refuse); ``password_login_off`` (403)."""
-    if not getattr(settings, "PARLEY_PASSWORD_LOGIN", True):
+    if not password_login_on():
         raise ApplicationError(
             "password_login_off",
             "Accounts with a password are turned off here: sign in with single sign-on.",

@@ -41,6 +41,7 @@ from core.throttles import rate_check
 from reach.outbox import email_is_set_up
 
 from . import audit
+from .sso import password_login_on
 
 logger = logging.getLogger(__name__)
 RESET_MAIL_WAITING = 100  # reset emails waiting for a sender, at most
@@ -93,11 +94,6 @@ class PasswordResetForm(auth_forms.PasswordResetForm):
     def send_mail(self, *args, **kwargs):
         send = super().send_mail
         send_after_response(lambda: send(*args, **kwargs))
-
-
-def password_login_on() -> bool:
-    """Whether people may sign in with a Parley password at all (off under single sign-on)."""
-    return getattr(settings, "PARLEY_PASSWORD_LOGIN", True)
 
 
 def password_allowed(user) -> bool:

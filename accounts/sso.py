@@ -58,6 +58,11 @@ def provider_name() -> str:
     return settings.PARLEY_OIDC_NAME
 
 
+def password_login_on() -> bool:
+    """Whether people may sign in with a Parley password at all (off under single sign-on)."""
+    return settings.PARLEY_PASSWORD_LOGIN
+
+
 _lock = threading.Lock()
 _discovered: dict[str, tuple[float, dict]] = {}
 
@@ -259,7 +264,7 @@ class PasswordLoginSwitch:
     own backend checks it. Listed before ``ModelBackend``."""
 
     def authenticate(self, request, username=None, password=None, **kwargs):
-        if password is not None and not settings.PARLEY_PASSWORD_LOGIN:
+        if password is not None and not password_login_on():
             raise PermissionDenied("Password sign-in is turned off.")
         return None
 

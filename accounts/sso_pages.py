@@ -49,12 +49,12 @@ class LoginView(auth_views.LoginView):
     def get_context_data(self, **kwargs):
         return super().get_context_data(
             sso_name=sso.provider_name() if sso.configured() else "",
-            password_login=settings.PARLEY_PASSWORD_LOGIN,
+            password_login=sso.password_login_on(),
             **kwargs,
         )
 
     def post(self, request, *args, **kwargs):
-        if not settings.PARLEY_PASSWORD_LOGIN:
+        if not sso.password_login_on():
             return password_refused(request)
         return super().post(request, *args, **kwargs)
 
@@ -80,7 +80,7 @@ def password_refused(request):
 def admin_login(request, extra_context=None):
     """The admin's login: its own form, or, with password sign-in off, the site's login page
     (single sign-on), coming back to the admin."""
-    if settings.PARLEY_PASSWORD_LOGIN:
+    if sso.password_login_on():
         return admin.site.login(request, extra_context)
     if request.method == "POST":
         return password_refused(request)
