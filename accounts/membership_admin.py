@@ -100,9 +100,10 @@ class AuditedMembershipAdmin(KeepsAnOwner, MembershipAdmin):
         return self._kept(request, super().response_action, *args, **kwargs)
 
     def save_model(self, request, obj, form, change):
-        before = form.initial.get("role") if change else None
+        before = None
         if change:
             stored = Membership.objects.select_related("user").get(pk=obj.pk)
+            before = stored.role
             if stored.role == OWNER and (
                 obj.role != OWNER or obj.workspace_id != stored.workspace_id
             ):
@@ -151,17 +152,18 @@ class AuditedWorkspaceAdmin(KeepsAnOwner, WorkspaceAdmin):
 def _inline_keeps_an_owner(workspace: Workspace, formset) -> None:
     """The memberships inline: its owners lowered or deleted are losing ownership, unless the
     same save makes someone else an owner."""
-    owner_pks = {o.pk for o in lock_owners(workspace)}
+    owners = lock_owners(workspace)
+    by_pk = {o.pk: o for o in owners}
     losing, gaining = [], False
     for each in formset.forms:
         deleted = formset.can_delete and formset._should_delete_form(each)
         role = (getattr(each, "cleaned_data", None) or {}).get("role")
-        if each.instance.pk in owner_pks and (deleted or role != OWNER):
-            losing.append(Membership.objects.select_related("user").get(pk=each.instance.pk))
+        if each.instance.pk in by_pk and (deleted or role != OWNER):
+            losing.append(by_pk[each.instance.pk])
         elif role == OWNER and not deleted:
             gaining = True
     if losing and not gaining:
-        _keep_owners(losing, "lower or remove them")
+        owners_kept(owners, losing, "lower or remove them")
 
 
 for model, model_admin in (
