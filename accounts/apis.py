@@ -175,7 +175,7 @@ class MemberDetailApi(APIView):
             actor=request.user,
             request=request,
         )
-        row = next(m for m in members(workspace=workspace) if m.user.username == username)
+        (row,) = members(workspace=workspace, username=username)
         return Response(MemberSerializer(row).data)
 
     @extend_schema(

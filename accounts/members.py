@@ -20,12 +20,15 @@ Action = AuditEntry.Action
 OWNER = Membership.Role.OWNER
 
 
-def members(*, workspace: Workspace) -> list[Membership]:
+def members(*, workspace: Workspace, username: str | None = None) -> list[Membership]:
     """The workspace's memberships with their people, owners first; each with ``last_seen``:
-    the later of the person's last sign-in and the last use of any of their API tokens."""
+    the later of the person's last sign-in and the last use of any of their API tokens. With
+    ``username``, only that person's (if they are in)."""
+    found = Membership.objects.filter(workspace=workspace)
+    if username is not None:
+        found = found.filter(user__username=username)
     rows = list(
-        Membership.objects.filter(workspace=workspace)
-        .select_related("user")
+        found.select_related("user")
         .annotate(token_used=Max("user__api_tokens__last_used_at"))
         .order_by("user__username")
     )
