@@ -53,40 +53,16 @@ class KeepsAnOwner:
         return self._kept(request, super().changeform_view, *args, **kwargs)
 
 
-def _added(request, membership: Membership) -> None:
+def _recorded(request, action: str, membership: Membership, **detail) -> None:
+    """An admin's change of a membership, in the audit log (``by="admin"``)."""
     audit.record(
-        Action.MEMBER_ADDED,
+        action,
         actor=request.user,
         subject=membership.user,
         workspace=membership.workspace,
         request=request,
         role=membership.role,
-        source=membership.source,
-        by="admin",
-    )
-
-
-def _role_changed(request, membership: Membership, before: str) -> None:
-    audit.record(
-        Action.ROLE_CHANGED,
-        actor=request.user,
-        subject=membership.user,
-        workspace=membership.workspace,
-        request=request,
-        role=membership.role,
-        before=before,
-        by="admin",
-    )
-
-
-def _removed(request, membership: Membership) -> None:
-    audit.record(
-        Action.MEMBER_REMOVED,
-        actor=request.user,
-        subject=membership.user,
-        workspace=membership.workspace,
-        request=request,
-        role=membership.role,
+        **detail,
         by="admin",
     )
 
@@ -111,21 +87,21 @@ class AuditedMembershipAdmin(KeepsAnOwner, MembershipAdmin):
                 _keep_owners([stored], doing)
         super().save_model(request, obj, form, change)
         if not change:
-            _added(request, obj)
+            _recorded(request, Action.MEMBER_ADDED, obj, source=obj.source)
         elif before != obj.role:
-            _role_changed(request, obj, before)
+            _recorded(request, Action.ROLE_CHANGED, obj, before=before)
 
     def delete_model(self, request, obj):
         _keep_owners([obj], "remove them")
         super().delete_model(request, obj)
-        _removed(request, obj)
+        _recorded(request, Action.MEMBER_REMOVED, obj)
 
     def delete_queryset(self, request, queryset):
         gone = list(queryset.select_related("user", "workspace"))
         _keep_owners(gone, "remove them")
         super().delete_queryset(request, queryset)
         for membership in gone:
-            _removed(request, membership)
+            _recorded(request, Action.MEMBER_REMOVED, membership)
 
 
 class AuditedWorkspaceAdmin(KeepsAnOwner, WorkspaceAdmin):
@@ -141,12 +117,14 @@ class AuditedWorkspaceAdmin(KeepsAnOwner, WorkspaceAdmin):
         if formset.model is not Membership:
             return
         for membership in formset.new_objects:
-            _added(request, membership)
+            _recorded(request, Action.MEMBER_ADDED, membership, source=membership.source)
         for membership, fields in formset.changed_objects:
             if "role" in fields:
-                _role_changed(request, membership, before.get(membership.pk))
+                _recorded(
+                    request, Action.ROLE_CHANGED, membership, before=before.get(membership.pk)
+                )
         for membership in formset.deleted_objects:
-            _removed(request, membership)
+            _recorded(request, Action.MEMBER_REMOVED, membership)
 
 
 def _inline_keeps_an_owner(workspace: Workspace, formset) -> None:
