@@ -35,6 +35,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from conversations.models import Membership, Workspace
+from conversations.services import role_checked
 from core.errors import ApplicationError
 
 from . import audit
@@ -61,14 +62,6 @@ def invitation_url(invitation: Invitation) -> str:
     return f"{settings.PARLEY_PUBLIC_URL}{reverse('invitation')}#k={invitation_token(invitation)}"
 
 
-def _role(role: str) -> str:
-    if role not in Membership.Role.values:
-        raise ApplicationError(
-            "invalid", f"role: must be one of {', '.join(Membership.Role.values)}."
-        )
-    return role
-
-
 def _is_member(workspace: Workspace, email: str) -> bool:
     return Membership.objects.filter(
         workspace=workspace, user__email__iexact=email, user__is_active=True
@@ -84,7 +77,7 @@ def invitation_send(*, workspace: Workspace, email: str, role: str, invited_by, 
         validate_email(email)
     except ValidationError:
         raise ApplicationError("invalid", "email: not an email address.") from None
-    _role(role)
+    role_checked(role)
     if _is_member(workspace, email):
         raise ApplicationError(
             "already_member",

@@ -11,6 +11,7 @@ from django.db import transaction
 from django.db.models import Max
 
 from conversations.models import Membership, Workspace
+from conversations.services import role_checked
 from core.errors import ApplicationError, forbidden, not_found
 
 from . import audit
@@ -98,10 +99,7 @@ def member_role_change(
     """Give a member another role. ApplicationError ``invalid`` (400), ``not_found`` (404),
     ``last_owner`` (409), ``forbidden`` (403: the actor is not an owner, checked under the
     lock). The same role changes nothing and records nothing."""
-    if role not in Membership.Role.values:
-        raise ApplicationError(
-            "invalid", f"role: must be one of {', '.join(Membership.Role.values)}."
-        )
+    role_checked(role)
     with transaction.atomic():
         owners = lock_owners(workspace)
         _owner_among(owners, actor, "change its members' roles")

@@ -33,7 +33,7 @@ from .conversations import (
     conversation_update,
 )
 from .events import EventSpec, append_events, turn_events_append, turn_steps_record
-from .members import membership_set, watcher_add, watcher_remove, watchers_upkeep
+from .members import membership_set, role_checked, watcher_add, watcher_remove, watchers_upkeep
 from .ownership import (
     TurnLost,
     TurnReleased,
@@ -70,6 +70,7 @@ __all__ = [
     "conversation_rights",
     "conversation_update",
     "membership_set",
+    "role_checked",
     "turn_await_input",
     "turn_cancel",
     "turn_claim",

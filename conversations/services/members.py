@@ -14,12 +14,18 @@ from ..broadcast import hub
 from ..models import Membership, Watcher, Workspace
 
 
-def membership_set(*, workspace: Workspace, user, role: str) -> Membership:
-    """Add a person to a workspace or change their role."""
+def role_checked(role: str) -> str:
+    """``role``, if it is one a membership may have; else ApplicationError ``invalid`` (400)."""
     if role not in Membership.Role.values:
         raise ApplicationError(
             "invalid", f"role: must be one of {', '.join(Membership.Role.values)}."
         )
+    return role
+
+
+def membership_set(*, workspace: Workspace, user, role: str) -> Membership:
+    """Add a person to a workspace or change their role."""
+    role_checked(role)
     membership, _ = Membership.objects.update_or_create(
         workspace=workspace, user=user, defaults={"role": role}
     )
