@@ -59,13 +59,15 @@ chromium:
 	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends \
 	    chromium fonts-dejavu-core >/dev/null; }
 
-# PostgreSQL and Redis from Debian's packages, for the second half of `make test` and `make cluster`.
+# PostgreSQL, PgBouncer, Redis and HAProxy from Debian's packages, for the second half of
+# `make test` and `make cluster` (the packages' own services are not used: each run starts its own).
 services:
-	@{ ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 && command -v redis-server >/dev/null; } || { \
-	  echo "Installing PostgreSQL and Redis (Debian's packages)..."; \
+	@{ ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 && command -v redis-server >/dev/null \
+	  && [ -x /usr/sbin/pgbouncer ] && [ -x /usr/sbin/haproxy ]; } || { \
+	  echo "Installing PostgreSQL, PgBouncer, Redis and HAProxy (Debian's packages)..."; \
 	  $(SUDO) apt-get update -qq && \
 	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends \
-	    postgresql redis-server >/dev/null; }
+	    postgresql pgbouncer redis-server haproxy >/dev/null; }
 
 # Every test on SQLite (the browser tests only here) and, at the same time, every test again on
 # PostgreSQL with the multi-process suite on PostgreSQL and Redis (each started for the run, on
