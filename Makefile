@@ -7,7 +7,7 @@ PORT ?= 8000
 # The browser tests drive Debian's Chromium through Playwright: nothing is downloaded at test time.
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: run test bench fuzz soak lint format clean chromium services cluster clients
+.PHONY: run test bench fuzz soak lint format clean chromium services cluster deploy clients
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -87,6 +87,10 @@ test: $(VENV)/.installed-dev chromium services clients
 
 cluster: $(VENV)/.installed services
 	$(BIN)/python -m ops.cluster
+
+# Replace the running cluster's processes one by one (start, wait until ready, drain the old).
+deploy: $(VENV)/.installed
+	$(BIN)/python -m ops.cluster deploy
 
 bench: $(VENV)/.installed-dev services
 	$(BIN)/python bench/run.py
