@@ -3,7 +3,7 @@ processes started as ``ops/deploy/parley@.service`` starts them, with ``ops/depl
 and HAProxy in front (``ops/deploy/haproxy.cfg``, see ops.proxy) ending TLS on one https address.
 
     python -m ops.cluster           start it all; Ctrl-C (or SIGTERM) stops everything cleanly
-    python -m ops.cluster deploy    replace each process of the running cluster in turn (make deploy)
+    python -m ops.cluster deploy    replace each process of the running cluster in turn
 
 A deploy migrates, then for each process: starts its successor on the process's other port,
 waits until the successor is ready and the proxy sends it work, then stops the old one as systemd
@@ -277,7 +277,7 @@ def _serve_control(cluster: Cluster, server: socket.socket) -> None:
 
             try:
                 ok = cluster.deploy(say)
-            except Exception as error:  # noqa: BLE001 - reported to the caller, the cluster lives on
+            except Exception as error:  # reported to the caller; the cluster lives on
                 say(f"Deploy failed: {error!r}")
                 ok = False
             say("ok" if ok else "failed")
