@@ -15,6 +15,7 @@ class ConversationsConfig(AppConfig):
         from . import hooks, revocation
         from .agents import agents
         from .consumers import close_all_sockets
+        from .sse import end_all_tails
         from .runtime.runner import turn_runner
         from .runtime.upkeep import Upkeep
 
@@ -24,6 +25,8 @@ class ConversationsConfig(AppConfig):
         agents.load()
         revocation.connect_signals()
         server_loop.on_bind(Upkeep(turn_runner).start)
-        # At SIGTERM: turns first (their last events reach the sockets), then the sockets.
+        # At SIGTERM: turns first (their last events reach the sockets), then the sockets and
+        # the tails, whose clients reconnect elsewhere.
         server_loop.on_shutdown(turn_runner.hand_back_all)
         server_loop.on_shutdown(close_all_sockets)
+        server_loop.on_shutdown(end_all_tails)

@@ -9,6 +9,8 @@ import logging
 from django.conf import settings
 from django.http import HttpResponse, StreamingHttpResponse
 
+from core.process import server_loop
+
 from . import revocation, selectors
 from .events import encode
 from .feed import ConversationFeed
@@ -57,6 +59,24 @@ SLICE_BYTES = 64 * 1024
 BEHIND_PATIENCE_SECONDS = 30
 
 
+# Each open tail's way to end it when the process stops (see end_all_tails).
+_open_tails: set = set()
+# What a tail ended by its process stopping says last (a comment: an event to no client).
+RESTARTING = ": restarting: reconnect with Last-Event-ID\n\n"
+
+
+async def end_all_tails() -> None:
+    """At shutdown: end every tail cleanly, after its last whole frame and with no ``done`` (its
+    turn goes on elsewhere), so that its client reconnects at once with Last-Event-ID, through
+    the balancer, to a process that is not stopping, and gets the rest. Ends them before the
+    process stops, which would cut them off mid-response."""
+    ending = list(_open_tails)
+    for end in ending:
+        end()
+    if ending:
+        logger.info("Ended %d tail(s) for the restart", len(ending))
+
+
 async def tail_stream(
     *,
     conversation_id: str,
@@ -95,9 +115,14 @@ async def tail_stream(
         feed.prime(first_page, read_before_subscribing=True)
     held = None
     ended_by = []  # why access was lost, once it is
+    restarting = []  # whether the process is stopping (end_all_tails)
 
     def revoke(kind: str) -> None:
         ended_by.append(kind)
+        feed.interrupt()
+
+    def restart() -> None:
+        restarting.append(True)
         feed.interrupt()
 
     if membership is not None:
@@ -109,6 +134,9 @@ async def tail_stream(
             revoke=revoke,
             **(held_with or {}),
         )
+    _open_tails.add(restart)
+    if server_loop.draining:
+        restart()  # opened in the moments before the balancer saw this process stop
     TAILS_OPEN.inc()
     try:
         if flow_factory is not None:
@@ -149,12 +177,16 @@ async def tail_stream(
                         sent = last
     finally:
         TAILS_OPEN.dec()
+        _open_tails.discard(restart)
         revocation.let_go(held)
         if flow is not None:
             flow.release()
         if slot is not None:
             await asyncio.shield(slot.release())
-    if feed.interrupted:
+    if restarting and not ended_by:
+        # Mid-frame (``cut``), the frame's start is discarded by SSE when the stream ends.
+        yield retry + RESTARTING
+    elif feed.interrupted:
         error = {revocation.TOKEN_ENDED: TOKEN_REVOKED, revocation.SIGNED_OUT: SIGNED_OUT}.get(
             ended_by[0] if ended_by else None, REVOKED
         )

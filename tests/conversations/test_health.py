@@ -89,6 +89,38 @@ def test_sigterm_turns_readiness_false_then_the_server_stops(make_server):
     assert live.process.wait(timeout=20) == 0
 
 
+def test_sigterm_ends_tails_cleanly_so_that_they_reconnect_elsewhere(
+    make_server, people, flood_conversation
+):
+    """A tail on a stopping process ends after its last whole frame, with a comment and no
+    ``done`` (the turn goes on elsewhere), long before the process stops: its client sees a
+    finished response, not a connection cut off, and reconnects with Last-Event-ID."""
+    live = make_server(PARLEY_SHUTDOWN_GRACE_SECONDS="30")
+    cid = flood_conversation.pk
+    lines, signalled = [], None
+    with live.client(people.alice) as client:
+        started = client.post(f"/api/conversations/{cid}/turns/", json={"input": "5000 every 5"})
+        assert started.status_code == 202, started.text
+        path = f"/api/conversations/{cid}/tail/"
+        with client.stream("GET", path, params={"from_seq": 0}, timeout=60) as response:
+            assert response.status_code == 200
+            for line in response.iter_lines():  # raises if the connection is cut off
+                lines.append(line)
+                if signalled is None and line == "id: 20":
+                    live.process.send_signal(signal.SIGTERM)
+                    signalled = time.monotonic()
+        # Ended while the process still serves (its grace is 30 s), not by its stopping.
+        assert live.process.poll() is None
+        assert client.get("/healthz").status_code == 200
+    assert signalled is not None
+    assert lines[-2:] == [": restarting: reconnect with Last-Event-ID", ""]
+    assert "event: done" not in lines
+    ids = [int(line.removeprefix("id: ")) for line in lines if line.startswith("id: ")]
+    assert ids == list(range(1, len(ids) + 1)) and len(ids) >= 20
+    live.process.send_signal(signal.SIGTERM)  # a second SIGTERM stops it at once
+    assert live.process.wait(timeout=20) == 0
+
+
 async def test_metrics_count_sockets_turns_and_questions(server, people, conversation):
     cid = conversation.pk
     async with server.async_client(people.alice) as client:
