@@ -15,9 +15,9 @@ class ConversationsConfig(AppConfig):
         from . import hooks, revocation
         from .agents import agents
         from .consumers import close_all_sockets
-        from .sse import end_all_tails
         from .runtime.runner import turn_runner
         from .runtime.upkeep import Upkeep
+        from .sse import end_all_tails
 
         hooks.turns.register(turn_runner)
         # Every configured agent resolved now: a wrong path stops the server at its start,

@@ -41,6 +41,7 @@ from core import slots
 from core.dbthreads import run_db
 from core.errors import ApplicationError, too_many
 from core.lockout import LockedOut, attempt_from_scope, key_from, token_for
+from core.process import server_loop
 from core.throttles import rate_check
 
 from . import tasks
@@ -76,6 +77,7 @@ def _only_closed_streams(error: BaseException) -> bool:
 
 
 logging.getLogger("mcp.server.streamable_http").addFilter(_ClosedStreamFilter())
+logger = logging.getLogger(__name__)
 
 
 # The server ----------------------------------------------------------------------------------
@@ -201,8 +203,22 @@ class Endpoint:
                 session_idle_timeout=settings.PARLEY_MCP_IDLE_TIMEOUT_SECONDS,
             )
             asyncio.get_running_loop().create_task(self._run(), name="parley-mcp")
+            server_loop.on_shutdown(self.end_sessions)
         await asyncio.shield(self._ready)
         return self._manager
+
+    async def end_sessions(self) -> None:
+        """At SIGTERM (after the turns were handed back): end every MCP session this process
+        holds, as a DELETE would, so that their streams finish cleanly instead of being cut
+        off when the process stops. A client's next request with the session is answered 404,
+        upon which it opens a new session, through the balancer, on a process that is not
+        stopping; questions asked as tasks outlive their session (see Session.end)."""
+        # The SDK's manager keeps its sessions' transports here and offers no public list.
+        transports = list(self._manager._server_instances.values())
+        for transport in transports:
+            await transport.terminate()
+        if transports:
+            logger.info("Ended %d MCP session(s) for the restart", len(transports))
 
     async def _run(self) -> None:
         async with self._manager.run():
@@ -227,11 +243,17 @@ class Endpoint:
             "parley.user": user,
             "parley.token_id": token_id,
         }
+        opening = scope["method"] == "POST" and not any(
+            name == b"mcp-session-id" for name, _ in scope.get("headers", [])
+        )
+        if opening and server_loop.draining:
+            # A new session here would be ended in moments: the balancer, seeing this 503
+            # before anything was done, sends the request to another process.
+            await _refuse(send, SHUTTING_DOWN, [(b"retry-after", b"1")])
+            return
         manager = await self._started()
         holder = None
-        if scope["method"] == "POST" and not any(
-            name == b"mcp-session-id" for name, _ in scope.get("headers", [])
-        ):
+        if opening:
             # A POST without a session opens one: one of the person's open sessions
             # (PARLEY_MAX_MCP_SESSIONS_PER_PERSON) and a turn started (PARLEY_TURN_RATE), or
             # refused with 429.
@@ -316,6 +338,11 @@ def _token_user(scope, key: str):
     """The token's user and id (core.lockout's look-up, under the login locks)."""
     found = token_for(attempt_from_scope(scope), key)
     return (found[0], found[1].pk) if found is not None else None
+
+
+SHUTTING_DOWN = ApplicationError(
+    "shutting_down", "This process is stopping: open your session again.", status=503
+)
 
 
 async def _unauthorized(send) -> None:

@@ -178,12 +178,14 @@ class Cluster:
         if new_cluster:
             self.postgres.create_database("parley")
         self.redis.start()
-        env = {
-            key: value
+        # The recipe's settings, then whatever the caller's environment sets (PARLEY_* limits,
+        # say), then the addresses of what this cluster runs.
+        env = read_env_file()
+        env.update(
+            (key, value)
             for key, value in os.environ.items()
             if not key.startswith(("DATABASE_URL", "REDIS_URL", "CHANNEL_LAYER_URL"))
-        }
-        env.update(read_env_file())
+        )
         env.update(
             DATABASE_URL=self.postgres.url("parley"),
             REDIS_URL=self.redis.url,

@@ -9,11 +9,14 @@ from mcp.client.streamable_http import streamable_http_client
 
 
 @contextlib.asynccontextmanager
-async def mcp_session(url: str, token: str, *, name: str = "test-agent", scheme: str = "Bearer"):
-    """An initialized MCP session with Parley at ``url`` (a LiveServer's), as ``token``."""
+async def mcp_session(
+    url: str, token: str, *, name: str = "test-agent", scheme: str = "Bearer", verify=True
+):
+    """An initialized MCP session with Parley at ``url`` (a LiveServer's, or a proxy's, whose
+    authority ``verify`` trusts), as ``token``."""
     headers = {"Authorization": f"{scheme} {token}"}
     timeout = httpx.Timeout(30, read=300)
-    async with httpx.AsyncClient(headers=headers, timeout=timeout) as http:
+    async with httpx.AsyncClient(headers=headers, timeout=timeout, verify=verify) as http:
         async with streamable_http_client(f"{url}/mcp/", http_client=http) as (read, write, _):
             info = {"name": name, "version": "1.0"}
             async with ClientSession(
