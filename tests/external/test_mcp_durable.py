@@ -2,12 +2,20 @@
 delivered to the task, from a new session on the new process."""
 
 import asyncio
+import signal
 
 import httpx
 from mcp import types
 
 from tests.helpers import of_type, pending_question, reply_to, turn_events
-from tests.mcp_client import ACCEPT, mcp_session, open_raw_session, rpc_result, tool_call
+from tests.mcp_client import (
+    ACCEPT,
+    INITIALIZE,
+    mcp_session,
+    open_raw_session,
+    rpc_result,
+    tool_call,
+)
 
 
 async def test_a_task_is_answered_after_its_server_restarted(make_server, people):
@@ -66,3 +74,36 @@ async def test_a_task_whose_session_had_ended_is_answered_after_a_restart(make_s
     assert result.structuredContent["answer"] is False
     assert of_type(events, "turn.resumed")
     assert events[-1]["type"] == "turn.completed"
+
+
+async def test_a_stopping_process_ends_its_sessions_and_sends_new_ones_elsewhere(
+    make_server, people
+):
+    """At SIGTERM the process ends its MCP sessions as a DELETE would: the open stream for the
+    server's messages finishes (it is not cut off when the process stops), and the session's
+    next request is answered 404, the protocol's "open a new session". A new session is
+    refused with 503 ``shutting_down`` before anything is done, for the balancer to send it to
+    another process."""
+    live = make_server(PARLEY_SHUTDOWN_GRACE_SECONDS="30")
+    headers = {"Accept": ACCEPT, "Authorization": f"Bearer {people.bob.token}"}
+    async with httpx.AsyncClient(base_url=live.url, headers=headers, timeout=30) as http:
+        session = await open_raw_session(http)
+        get_headers = {**session, "Accept": "text/event-stream"}
+        async with http.stream("GET", "/mcp/", headers=get_headers) as stream:
+            assert stream.status_code == 200
+            live.process.send_signal(signal.SIGTERM)
+            # Finishes while the process still serves (its grace is 30 s); raises if cut off.
+            async with asyncio.timeout(20):
+                async for _ in stream.aiter_bytes():
+                    pass
+        assert live.process.poll() is None
+        listed = await http.post(
+            "/mcp/", json={"jsonrpc": "2.0", "id": 3, "method": "tools/list"}, headers=session
+        )
+        assert listed.status_code == 404
+        opened = await http.post("/mcp/", json=INITIALIZE)
+        assert opened.status_code == 503
+        assert opened.json()["error"]["code"] == "shutting_down"
+        assert opened.headers["retry-after"] == "1"
+    live.process.send_signal(signal.SIGTERM)  # a second SIGTERM stops it at once
+    assert live.process.wait(timeout=20) == 0
