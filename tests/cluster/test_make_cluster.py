@@ -1,102 +1,96 @@
-"""`make cluster` from a clean folder: PostgreSQL, Redis and two Parley processes that share one
-conversation, printed with the demo tokens, and all stopped by Ctrl-C."""
+"""`make cluster` from a clean folder: PostgreSQL, Redis, two Parley processes and HAProxy in
+front of them ending TLS, printed with the one https address and the demo tokens; a
+conversation shared through it; and all stopped by Ctrl-C."""
 
+import asyncio
 import os
-import queue
 import re
 import shutil
-import signal
-import subprocess
-import sys
+import ssl
 import tempfile
-import threading
-import time
 from pathlib import Path
 
 import httpx
 import pytest
+import websockets
 
-from ops.servers import free_port
-from tests.conftest import ROOT
+from tests.cluster.running import RunningCluster
+from tests.conftest import receive_json
 
 pytestmark = pytest.mark.cluster
 
 
 @pytest.mark.timeout(300)
-def test_make_cluster_starts_two_processes_that_share_everything_and_stops_on_ctrl_c(
+async def test_make_cluster_serves_everything_through_one_https_address_and_stops_on_ctrl_c(
     folder, request
 ):
-    ports = [free_port(), free_port()]
-    env = {
-        key: value
-        for key, value in os.environ.items()
-        if key not in ("DATABASE_URL", "DJANGO_SETTINGS_MODULE")
-    }
-    env.update(PARLEY_CLUSTER_DIR=str(folder), PARLEY_CLUSTER_PORTS=f"{ports[0]},{ports[1]}")
-    cluster = subprocess.Popen(
-        [sys.executable, "-m", "ops.cluster"],
-        cwd=ROOT,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
-    lines: queue.Queue = queue.Queue()
-    threading.Thread(
-        target=lambda: [lines.put(line) for line in cluster.stdout], daemon=True
-    ).start()
-    output = []
+    cluster = RunningCluster(folder)
     try:
-        deadline = time.monotonic() + 180
-        while not output or "Cluster ready" not in output[-1]:
-            assert cluster.poll() is None, "".join(output) + "".join(lines.queue)
-            assert time.monotonic() < deadline, "".join(output)
-            try:
-                output.append(lines.get(timeout=1))
-            except queue.Empty:
-                continue
-        text = "".join(output)
-        for port in ports:
-            assert f"http://127.0.0.1:{port}/" in text
-        token = re.search(r"alice .* token: (\S+)", text).group(1)
-        a, b = (
-            httpx.Client(
-                base_url=f"http://127.0.0.1:{port}",
-                headers={"Authorization": f"Token {token}"},
-                timeout=20,
+        text = cluster.wait_ready()
+        url, ca_file = cluster.url, cluster.ca_file
+        assert url == f"https://localhost:{cluster.https_port}"
+        for port in cluster.ports:
+            assert f"Process:    127.0.0.1:{port} " in text
+        trusted = ssl.create_default_context(cafile=ca_file)
+        token = cluster.token("alice")
+        headers = {"Authorization": f"Bearer {token}"}
+        async with httpx.AsyncClient(
+            base_url=url, verify=trusted, headers=headers, timeout=20
+        ) as client:
+            created = await client.post(
+                "/api/conversations/", json={"workspace": "demo", "title": "Across the cluster"}
             )
-            for port in ports
+            assert created.status_code == 201, created.text
+            cid = created.json()["id"]
+            # Parley sees https (PARLEY_HTTPS, from ops/deploy/parley.env): HSTS on every answer.
+            assert created.headers["strict-transport-security"].startswith("max-age=")
+            # A socket, upgraded through the proxy, sees the turn live to its end.
+            socket_url = f"wss://localhost:{cluster.https_port}/ws/conversations/{cid}/"
+            async with websockets.connect(
+                socket_url, additional_headers=headers, ssl=trusted, open_timeout=20
+            ) as ws:
+                assert (await receive_json(ws))["type"] == "ws.ready"
+                started = await client.post(
+                    f"/api/conversations/{cid}/turns/", json={"input": "summarize README.md"}
+                )
+                assert started.status_code == 202
+                seen = []
+                while not seen or seen[-1]["type"] != "turn.completed":
+                    frame = await receive_json(ws, timeout=60)
+                    if "seq" in frame:
+                        seen.append(frame)
+            # A tail through the proxy, unbuffered: the whole turn, then done.
+            tail = await client.get(f"/api/conversations/{cid}/tail/", params={"from_seq": 0})
+            assert tail.headers["content-type"].startswith("text/event-stream")
+            ids = [int(line[4:]) for line in tail.text.splitlines() if line.startswith("id: ")]
+            assert ids == [frame["seq"] for frame in seen] + [seen[-1]["seq"]]
+            # The operator's endpoint is not served through the proxy.
+            assert (await client.get("/metrics")).status_code == 404
+        # Plain http is redirected to https.
+        plain = await asyncio.to_thread(
+            httpx.get, f"http://127.0.0.1:{cluster.http_port}/api/workspaces/"
         )
-        wait_ready(a), wait_ready(b)
-        created = a.post(
-            "/api/conversations/", json={"workspace": "demo", "title": "Across the cluster"}
-        )
-        assert created.status_code == 201, created.text
-        cid = created.json()["id"]
-        assert b.post(f"/api/conversations/{cid}/turns/", json={"input": "list"}).status_code == 202
-        deadline = time.monotonic() + 60
-        while a.get(f"/api/conversations/{cid}/in-flight/").json()["in_flight"]:
-            assert time.monotonic() < deadline, "the turn did not finish"
-            time.sleep(0.1)
-        events = a.get(f"/api/conversations/{cid}/events/").json()["events"]
-        assert events[-1]["type"] == "turn.completed"
+        assert plain.status_code == 301
+        assert plain.headers["location"].startswith("https://")
+        # Without the local authority, the certificate is not trusted.
+        with pytest.raises(httpx.ConnectError):
+            await asyncio.to_thread(httpx.get, f"{url}/healthz")
     finally:
-        cluster.send_signal(signal.SIGINT)
-        code = cluster.wait(timeout=90)
-    assert code == 0, "".join(output)
-    moved = re.search(r"cannot reach .*; its data is in (\S+)", "".join(output))
+        code = cluster.stop()
+    assert code == 0, cluster.text
+    moved = re.search(r"cannot reach .*; its data is in (\S+)", cluster.text)
     if folder.name == "private" and os.geteuid() == 0:
         # As root, PostgreSQL runs as nobody, who cannot pass through a private folder.
         data = Path(moved.group(1))
         request.addfinalizer(lambda: shutil.rmtree(data, ignore_errors=True))
     else:
-        assert moved is None, "".join(output)
+        assert moved is None, cluster.text
         data = folder
     assert (data / "postgres" / "PG_VERSION").exists()
     assert not (data / "postgres" / "postmaster.pid").exists()
-    for port in ports:
+    for port in [*cluster.ports, cluster.https_port]:
         with pytest.raises(httpx.TransportError):
-            httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=2)
+            await asyncio.to_thread(httpx.get, f"http://127.0.0.1:{port}/healthz", timeout=2)
 
 
 @pytest.fixture(params=["shared", "private"])
@@ -109,15 +103,3 @@ def folder(request, tmp_path):
     parent.chmod(0o755)
     request.addfinalizer(lambda: shutil.rmtree(parent, ignore_errors=True))
     return parent / "shared"
-
-
-def wait_ready(client: httpx.Client, timeout: float = 60) -> None:
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            if client.get("/readyz").status_code == 200:
-                return
-        except httpx.TransportError:
-            pass
-        assert time.monotonic() < deadline, f"{client.base_url} never became ready"
-        time.sleep(0.1)
