@@ -21,6 +21,7 @@ from ops.servers import _wait_for_port, free_port
 
 ROOT = Path(__file__).resolve().parent.parent
 CONFIG = ROOT / "ops" / "deploy" / "haproxy.cfg"
+ENVIRONMENT = ROOT / "ops" / "deploy" / "haproxy.env"
 BACKEND = "parley_processes"
 SLOTS = 4  # PARLEY_PROCESS_1..4 in the configuration
 UNUSED = "127.0.0.1:1"  # a slot with no process: always down, never sent anything
@@ -152,14 +153,20 @@ class Proxy:
         return path
 
     def environment(self) -> dict:
+        """The configuration's environment (the names of ``ops/deploy/haproxy.env``, which the
+        README gives operators), with this proxy's values."""
         slots = [*self.processes, *[UNUSED] * (SLOTS - len(self.processes))]
-        return {
+        found = {
             "PARLEY_PROXY_BIND": f"127.0.0.1:{self.port}",
             "PARLEY_PROXY_HTTP_BIND": f"127.0.0.1:{self.http_port}",
             "PARLEY_TLS_PEM": str(self.pem_file),
             "PARLEY_READY_HOST": HOST,
             **{f"PARLEY_PROCESS_{number}": slot for number, slot in enumerate(slots, 1)},
         }
+        names = [line.split("=", 1)[0] for line in ENVIRONMENT.read_text().splitlines() if line]
+        if sorted(names) != sorted(found):
+            raise RuntimeError(f"{ENVIRONMENT} names {names}, not {sorted(found)}")
+        return found
 
     def start(self, timeout: float = 30) -> "Proxy":
         self.folder.mkdir(parents=True, exist_ok=True)
