@@ -281,6 +281,15 @@ class RedisSentinels:
         """Where the sentinels listen, as ``host:port`` (PARLEY_REDIS_SENTINELS's items)."""
         return [f"127.0.0.1:{port}" for port in self.sentinel_ports]
 
+    def parley_env(self) -> dict[str, str]:
+        """The environment that points Parley at these sentinels (and at no single Redis)."""
+        return {
+            "REDIS_URL": "",
+            "CHANNEL_LAYER_URL": "",
+            "PARLEY_REDIS_SENTINELS": ",".join(self.sentinels),
+            "PARLEY_REDIS_SENTINEL_MASTER": self.master_name,
+        }
+
     def _sentinel(self, port: int):
         import redis
 
