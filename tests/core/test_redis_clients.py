@@ -6,6 +6,7 @@ Debian's redis-server, started by ops.servers.RedisSentinels)."""
 import asyncio
 import runpy
 import uuid
+from pathlib import Path
 
 import pytest
 import redis
@@ -15,7 +16,7 @@ from django.core.exceptions import ImproperlyConfigured
 from django.test import override_settings
 
 from core import health, redis_clients, slots
-from ops.servers import RedisSentinels
+from ops.servers import SENTINEL_TEMPLATE, RedisSentinels
 
 pytestmark = pytest.mark.once
 
@@ -132,3 +133,18 @@ async def _each_client_on(port: int, built: dict, prefix: str, round: int) -> No
         await sender.flush()
         await receiver.flush()
     primary.close()
+
+
+def test_the_readme_shows_the_sentinel_configuration_the_tests_use():
+    """README's *Redis Sentinel* shows ops/deploy/sentinel.conf's settings, line for line."""
+    root = Path(__file__).resolve().parents[2]
+    readme = (root / "README.md").read_text().split("### Redis Sentinel", 1)[1]
+    shown = readme.split("```\nport ", 1)[1].split("\n```", 1)[0].splitlines()
+    shown[0] = "port " + shown[0]
+    used = [
+        line
+        for line in (root / "ops" / "deploy" / "sentinel.conf").read_text().splitlines()
+        if line and not line.startswith("#")
+    ]
+    assert [line for line in shown if not line.startswith("#")] == used
+    assert SENTINEL_TEMPLATE == root / "ops" / "deploy" / "sentinel.conf"
