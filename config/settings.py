@@ -2,7 +2,8 @@
 
 The defaults run the whole product in one Daphne process: SQLite in WAL mode and the in-memory
 channel layer. Scale-out is chosen by environment: DATABASE_URL (PostgreSQL) and
-CHANNEL_LAYER_URL or REDIS_URL (Redis), with any number of Daphne processes behind a balancer.
+CHANNEL_LAYER_URL or REDIS_URL (Redis; or PARLEY_REDIS_SENTINELS, Redis through Sentinel), with
+any number of Daphne processes behind a balancer.
 """
 
 import ipaddress
