@@ -99,6 +99,14 @@ def durable_stage():
     return durable
 
 
+def failover_stage():
+    """bench/failover.py, a Redis failover through Sentinel (imported as cluster_stage is)."""
+    cluster_stage()
+    from bench import failover
+
+    return failover
+
+
 def reach_stage():
     """bench/reach.py, questions emailed (imported as cluster_stage is)."""
     cluster_stage()
@@ -704,6 +712,9 @@ async def main(quick: bool) -> dict:
     print("Across two processes: PostgreSQL, Redis, Parley A and B …", flush=True)
     async with asyncio.timeout(1200):
         results["cluster"] = await cluster_stage().run(quick, rounds)
+    print("A Redis failover through Sentinel, mid-stream across two processes …", flush=True)
+    async with asyncio.timeout(1200):
+        results["failover"] = await failover_stage().run(3 if quick else 5)
     print("Questions reaching people: two processes, an SMTP server …", flush=True)
     async with asyncio.timeout(1200):
         results["reach"] = await reach_stage().run(quick)
@@ -841,6 +852,8 @@ def report(results: dict) -> str:
         lines += ["", *limits_stage().report(results["limits"])]
     if "cluster" in results:
         lines += ["", *cluster_stage().report(results["cluster"])]
+    if "failover" in results:
+        lines += ["", *failover_stage().report(results["failover"])]
     if "reach" in results:
         lines += ["", *reach_stage().report(results["reach"])]
     return "\n".join(lines)

@@ -2,7 +2,8 @@
 
 The defaults run the whole product in one Daphne process: SQLite in WAL mode and the in-memory
 channel layer. Scale-out is chosen by environment: DATABASE_URL (PostgreSQL) and
-CHANNEL_LAYER_URL or REDIS_URL (Redis), with any number of Daphne processes behind a balancer.
+CHANNEL_LAYER_URL or REDIS_URL (Redis; or PARLEY_REDIS_SENTINELS, Redis through Sentinel), with
+any number of Daphne processes behind a balancer.
 """
 
 import ipaddress
@@ -209,6 +210,54 @@ if PARLEY_REDIS_URL:
     }
 else:
     CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
+
+# Redis through Sentinel, instead of REDIS_URL: the sentinels to ask (host:port, comma
+# separated; list every one) and the name they know the primary by (`sentinel monitor <name>`
+# in ops/deploy/sentinel.conf). Everything on Redis (the channel layer, the cache, the slots,
+# /readyz) asks them for the primary, and asks again when it stops answering, so a failover
+# moves it to the promoted replica. PARLEY_REDIS_DB is the database number and
+# PARLEY_REDIS_PASSWORD the primary's password (`requirepass`; empty: none).
+PARLEY_REDIS_SENTINELS = [
+    (host, int(port))
+    for host, _, port in (
+        item.strip().rpartition(":") for item in env.list("PARLEY_REDIS_SENTINELS", default=[])
+    )
+]
+PARLEY_REDIS_SENTINEL_MASTER = env.str("PARLEY_REDIS_SENTINEL_MASTER", default="parley")
+PARLEY_REDIS_DB = env.int("PARLEY_REDIS_DB", default=0)
+PARLEY_REDIS_PASSWORD = env.str("PARLEY_REDIS_PASSWORD", default="")
+if PARLEY_REDIS_SENTINELS:
+    if PARLEY_REDIS_URL:
+        raise ImproperlyConfigured(
+            "Set either REDIS_URL (or CHANNEL_LAYER_URL) or PARLEY_REDIS_SENTINELS, not both."
+        )
+    _sentinel = {
+        "sentinels": PARLEY_REDIS_SENTINELS,
+        "master_name": PARLEY_REDIS_SENTINEL_MASTER,
+        # A sentinel that does not answer is passed over for the next within seconds.
+        "sentinel_kwargs": {"socket_connect_timeout": 2, "socket_timeout": 2},
+        "db": PARLEY_REDIS_DB,
+        "password": PARLEY_REDIS_PASSWORD or None,
+        "socket_connect_timeout": 2,
+    }
+    CHANNEL_LAYERS = {
+        "default": {
+            "BACKEND": env.str(
+                "PARLEY_CHANNEL_LAYER_BACKEND",
+                default="channels_redis.pubsub.RedisPubSubChannelLayer",
+            ),
+            # channels_redis asks the sentinels for the primary (its create_pool).
+            "CONFIG": {"hosts": [_sentinel]},
+        }
+    }
+    CACHES = {
+        "default": {
+            "BACKEND": "core.redis_clients.SentinelRedisCache",
+            "LOCATION": ",".join(f"{host}:{port}" for host, port in PARLEY_REDIS_SENTINELS),
+            "KEY_PREFIX": PARLEY_REDIS_PREFIX,
+            "OPTIONS": {**_sentinel, "socket_timeout": 2},
+        }
+    }
 
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},

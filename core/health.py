@@ -18,7 +18,6 @@ import hmac
 import ipaddress
 import logging
 
-import redis.asyncio
 from channels.layers import InMemoryChannelLayer, get_channel_layer
 from django.conf import settings
 from django.db import connection
@@ -27,6 +26,7 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_safe
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
+from core import redis_clients
 from core.dbthreads import run_db
 from core.lockout import LockedOut, attempt_from_request, checked
 from core.process import server_loop
@@ -165,7 +165,8 @@ async def _database() -> None:
 
 
 async def _channel_layer() -> None:
-    """Ping every Redis server of the layer; a process-local layer is always there."""
+    """Ping every Redis server of the layer (through Sentinel, the current primary); a
+    process-local layer is always there."""
     if isinstance(get_channel_layer(), InMemoryChannelLayer):
         return
     hosts = settings.CHANNEL_LAYERS["default"].get("CONFIG", {}).get("hosts", [])
@@ -173,9 +174,9 @@ async def _channel_layer() -> None:
 
 
 async def _ping(host) -> None:
-    # channels_redis takes a URL or a dict of connection arguments with an "address".
-    url = host if isinstance(host, str) else host["address"]
-    client = redis.asyncio.from_url(url, socket_connect_timeout=CHECK_TIMEOUT_SECONDS)
+    # channels_redis takes a URL or a dict of connection arguments, with an "address" or with
+    # the sentinels to ask for the primary (then the primary they name now is pinged).
+    client = redis_clients.async_client(host, socket_connect_timeout=CHECK_TIMEOUT_SECONDS)
     try:
         await client.ping()
     finally:

@@ -2,13 +2,14 @@
 over every process: each open connection holds a ``Slot``, taken when it opens and given back
 however it ends; past the person's limit none is given and the connection is refused.
 
-Without Redis each process counts its own, in memory. With Redis (``PARLEY_REDIS_URL``) the
-count is shared: each person's slots of a kind are a sorted set, each member scored by when its
-lease lapses. A slot is taken in one script that drops lapsed members, counts and adds (so two
-processes cannot both take the last one); the process renews its slots' leases every third of
-``PARLEY_TURN_LEASE_SECONDS``, so the slots of a process that dies lapse within a lease, and a
-slot is removed the moment its connection ends. A slot whose holder is dropped without giving it
-back (a response never started) is forgotten when it is collected, and lapses on Redis.
+Without Redis each process counts its own, in memory. With Redis (``PARLEY_REDIS_URL``, or
+through Sentinel: see core.redis_clients) the count is shared: each person's slots of a kind
+are a sorted set, each member scored by when its lease lapses. A slot is taken in one script
+that drops lapsed members, counts and adds (so two processes cannot both take the last one);
+the process renews its slots' leases every third of ``PARLEY_TURN_LEASE_SECONDS``, so the
+slots of a process that dies lapse within a lease, and a slot is removed the moment its
+connection ends. A slot whose holder is dropped without giving it back (a response never
+started) is forgotten when it is collected, and lapses on Redis.
 
 Should Redis be away, connections are let through uncounted (and it is logged): the limit is a
 guard, not a reason to refuse everyone.
@@ -22,6 +23,7 @@ import weakref
 
 from django.conf import settings
 
+from core import redis_clients
 from core.metrics import LIMIT_REFUSALS
 from core.process import process_id, server_loop
 
@@ -92,8 +94,9 @@ def _remove_later(key: tuple[str, int], slot_id: str) -> None:
     task.add_done_callback(_redis.background.discard)
 
 
-def _redis_url() -> str:
-    return settings.PARLEY_REDIS_URL
+def _redis_url():
+    """Where the shared count is (``PARLEY_REDIS_URL``, or the sentinels'); empty: nowhere."""
+    return redis_clients.target()
 
 
 def _register(kind: str, user_id: int, *, most: int | None) -> Slot | None:
@@ -184,11 +187,7 @@ class _Redis:
         """The client, for the running loop and the configured Redis."""
         loop = asyncio.get_running_loop()
         if self._client is None or self._loop != (loop, _redis_url()):
-            from redis import asyncio as aioredis
-
-            self._client = aioredis.Redis.from_url(
-                _redis_url(), socket_timeout=5, socket_connect_timeout=5
-            )
+            self._client = redis_clients.async_client(socket_timeout=5, socket_connect_timeout=5)
             self._loop = (loop, _redis_url())
             self._take = self._client.register_script(_TAKE)
             self._renew = self._client.register_script(_RENEW)

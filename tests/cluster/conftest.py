@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from django.db import connection
 
-from ops.servers import Postgres, Redis
+from ops.servers import Postgres, Redis, RedisSentinels
 from tests.conftest import LiveServer
 
 # Short enough that a dead process's turns are reaped within a test, long enough that a loaded
@@ -42,6 +42,14 @@ def own_redis(tmp_path) -> Redis:
     redis = Redis(tmp_path / "redis").start()
     yield redis
     redis.stop()
+
+
+@pytest.fixture
+def sentinels(tmp_path) -> RedisSentinels:
+    """A Redis primary, its replica and three sentinels of this test's own."""
+    servers = RedisSentinels(tmp_path / "sentinels").start()
+    yield servers
+    servers.stop()
 
 
 @pytest.fixture
