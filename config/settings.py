@@ -575,3 +575,9 @@ PARLEY_METRICS_ALLOW = [
 # On SIGTERM a process reports itself not ready (/readyz answers 503) and goes on serving this
 # long, so that the load balancer stops sending it work, before it stops; 0 stops at once.
 PARLEY_SHUTDOWN_GRACE_SECONDS = env.float("PARLEY_SHUTDOWN_GRACE_SECONDS", default=5.0)
+# How long the database or Redis may fail /readyz's checks before the process says it is not
+# ready. They are shared: a restart or a failover fails every process's checks at once, and a
+# balancer that took every process out for it would turn seconds of waiting (PgBouncer holds the
+# queries; the database makes good what Redis lost) into an outage. Meanwhile /readyz answers 200
+# "degraded", naming what fails. 0: not ready at the first failed check.
+PARLEY_READY_TOLERANCE_SECONDS = env.float("PARLEY_READY_TOLERANCE_SECONDS", default=15.0)

@@ -46,7 +46,8 @@ async def healthz(request):
 @never_cache
 @require_safe
 async def readyz(request):
-    """Readiness: 200 when the database and the channel layer answer, else 503; 503
+    """Readiness: 200 when the database and the channel layer answer; 200 ``degraded`` while
+    one has failed for less than PARLEY_READY_TOLERANCE_SECONDS, then 503 ``unavailable``; 503
     ``shutting_down`` from the moment the process begins to stop. The operator is also told
     each check's outcome, naming what failed."""
     if server_loop.draining:
@@ -56,9 +57,31 @@ async def readyz(request):
     if server_loop.draining:
         return await _not_ready({"status": "shutting_down", "checks": checks}, request)
     if any(result != "ok" for result in checks.values()):
-        logger.warning("Not ready: %s", checks)
-        return await _not_ready({"status": "unavailable", "checks": checks}, request)
+        if _failing_too_long(checks):
+            logger.warning("Not ready: %s", checks)
+            return await _not_ready({"status": "unavailable", "checks": checks}, request)
+        logger.warning("Degraded (still ready, within PARLEY_READY_TOLERANCE_SECONDS): %s", checks)
+        return JsonResponse(await _for(request, {"status": "degraded", "checks": checks}))
+    _failing_since.clear()
     return JsonResponse(await _for(request, {"status": "ready", "checks": checks}))
+
+
+# When each check that fails now began to fail (the loop's clock), while it keeps failing.
+_failing_since: dict[str, float] = {}
+
+
+def _failing_too_long(checks: dict[str, str]) -> bool:
+    """Whether a check has failed, every time it was made, for PARLEY_READY_TOLERANCE_SECONDS:
+    a shared dependency's restart or failover, which every process sees at once, is waited
+    out rather than taking every process out of the balancer together."""
+    now = asyncio.get_running_loop().time()
+    for name, result in checks.items():
+        if result == "ok":
+            _failing_since.pop(name, None)
+        else:
+            _failing_since.setdefault(name, now)
+    tolerance = settings.PARLEY_READY_TOLERANCE_SECONDS
+    return any(now - since >= tolerance for since in _failing_since.values())
 
 
 async def _for(request, body: dict) -> dict:

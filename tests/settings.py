@@ -24,6 +24,8 @@ os.environ.setdefault(
 os.environ.setdefault("PARLEY_BUILTIN_PACE_MS", "1")
 # The servers tests start stop at once on SIGTERM (a test that drains asks for a grace).
 os.environ.setdefault("PARLEY_SHUTDOWN_GRACE_SECONDS", "0")
+# ...and say they are not ready at the first failed check (a test that tolerates asks for it).
+os.environ.setdefault("PARLEY_READY_TOLERANCE_SECONDS", "0")
 # A test may open many sockets and start many turns as one person: people's limits are far off,
 # but for the tests of the limits themselves, which set their own.
 for _name, _value in {

@@ -85,18 +85,30 @@ class RunningCluster:
         found = re.search(r"PostgreSQL: \S+:(\d+)/parley +\(data: (\S+)\)", self.text)
         return Postgres(Path(found.group(2)), int(found.group(1)))
 
-    def deploy(self, timeout: float = 240) -> str:
-        """`make deploy`, as an operator runs it; what it printed (it must succeed)."""
-        done = subprocess.run(
+    def deploy(self, on_line=None, timeout: float = 300) -> str:
+        """`make deploy`, as an operator runs it; what it printed (it must succeed).
+        ``on_line`` is called with each line it prints, as it prints it."""
+        deploying = subprocess.Popen(
             [sys.executable, "-m", "ops.cluster", "deploy"],
             cwd=ROOT,
             env=self.env,
-            capture_output=True,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
             text=True,
-            timeout=timeout,
         )
-        assert done.returncode == 0, done.stdout + done.stderr
-        return done.stdout
+        killer = threading.Timer(timeout, deploying.kill)
+        killer.start()
+        printed = []
+        try:
+            for line in deploying.stdout:
+                printed.append(line)
+                if on_line is not None:
+                    on_line(line)
+            code = deploying.wait()
+        finally:
+            killer.cancel()
+        assert code == 0, "".join(printed)
+        return "".join(printed)
 
     def stop(self, timeout: float = 90) -> int:
         if self.process.poll() is None:

@@ -64,6 +64,36 @@ def test_readiness_names_the_channel_layer_when_redis_is_away(transactional_db, 
         live.stop()
 
 
+def test_a_failing_check_is_tolerated_for_a_while_then_makes_the_process_unready(
+    transactional_db, tmp_path
+):
+    """A shared dependency failing (Redis away here) leaves the process ready, "degraded", for
+    PARLEY_READY_TOLERANCE_SECONDS of failed checks (a restart or a failover fails every
+    process at once), then not ready."""
+    live = LiveServer(
+        tmp_path / "daphne.log",
+        {
+            "REDIS_URL": f"redis://127.0.0.1:{free_port()}/0",
+            "PARLEY_READY_TOLERANCE_SECONDS": "3",
+        },
+    )
+    try:
+        with live.client() as client:
+            began = time.monotonic()
+            first = client.get("/readyz")
+            assert first.status_code == 200, first.text
+            assert first.json()["status"] == "degraded"
+            assert first.json()["checks"]["channel_layer"].startswith("ConnectionError: ")
+            while (ready := client.get("/readyz")).status_code == 200:
+                assert ready.json()["status"] == "degraded"
+                assert time.monotonic() < began + 30, "still ready long after the tolerance"
+                time.sleep(0.2)
+        assert ready.status_code == 503 and ready.json()["status"] == "unavailable"
+        assert time.monotonic() - began >= 3  # not before the tolerance had passed
+    finally:
+        live.stop()
+
+
 @pytest.mark.cluster  # run in the PostgreSQL pass, where the run has a Redis
 def test_readiness_pings_redis_when_the_layer_is_on_redis(make_server):
     live = make_server(REDIS_URL=os.environ["PARLEY_TEST_REDIS_URL"])
