@@ -1,6 +1,7 @@
-"""`make cluster`: Parley as production runs it, on one machine. PostgreSQL, Redis, two Parley
-processes started as ``ops/deploy/parley@.service`` starts them, with ``ops/deploy/parley.env``,
-and HAProxy in front (``ops/deploy/haproxy.cfg``, see ops.proxy) ending TLS on one https address.
+"""`make cluster`: Parley as production runs it, on one machine. PostgreSQL, Redis with
+Sentinel, two Parley processes started as ``ops/deploy/parley@.service`` starts them, with
+``ops/deploy/parley.env``, and HAProxy in front (``ops/deploy/haproxy.cfg``, see ops.proxy)
+ending TLS on one https address.
 
     python -m ops.cluster           start it all; Ctrl-C (or SIGTERM) stops everything cleanly
     python -m ops.cluster deploy    replace each process of the running cluster in turn
@@ -10,7 +11,8 @@ waits until the successor is ready and the proxy sends it work, then stops the o
 would (the unit's KillSignal, SIGTERM, which drains it; killed only after TimeoutStopSec). The
 running cluster does it, told over a Unix socket in its folder, and reports each step.
 
-Data lives under ``var/cluster/`` (``PARLEY_CLUSTER_DIR``), so conversations survive a restart.
+Redis runs as the recipe's Sentinel setup (a primary, a replica, three sentinels). Data lives
+under ``var/cluster/`` (``PARLEY_CLUSTER_DIR``), so conversations survive a restart.
 The processes listen on 8001 and 8002 (``PARLEY_CLUSTER_PORTS``) and their successors on 8011 and
 8012 (``PARLEY_CLUSTER_SPARE_PORTS``); the proxy on https://localhost:8443/
 (``PARLEY_CLUSTER_HTTPS_PORT``), redirecting http on 8080 (``PARLEY_CLUSTER_HTTP_PORT``).
@@ -32,7 +34,7 @@ from pathlib import Path
 import httpx
 
 from ops.proxy import Proxy
-from ops.servers import Postgres, Redis, reachable_by_postgres
+from ops.servers import Postgres, RedisSentinels, reachable_by_postgres
 
 ROOT = Path(__file__).resolve().parent.parent
 UNIT = ROOT / "ops" / "deploy" / "parley@.service"
@@ -161,9 +163,8 @@ class Cluster:
         self.postgres = Postgres(
             pg_folder / "postgres", int(os.environ.get("PARLEY_CLUSTER_PG_PORT", 0)) or None
         )
-        self.redis = Redis(
-            folder / "redis", int(os.environ.get("PARLEY_CLUSTER_REDIS_PORT", 0)) or None
-        )
+        # Redis as the recipe runs it: a primary, a replica and three sentinels.
+        self.redis = RedisSentinels(folder / "redis")
         self.proxy = Proxy(
             folder / "proxy",
             [f"127.0.0.1:{port}" for slot in self.slots for port in slot],
@@ -186,9 +187,9 @@ class Cluster:
             for key, value in os.environ.items()
             if not key.startswith(("DATABASE_URL", "REDIS_URL", "CHANNEL_LAYER_URL"))
         )
+        env.update(self.redis.parley_env())
         env.update(
             DATABASE_URL=self.postgres.url("parley"),
-            REDIS_URL=self.redis.url,
             PARLEY_VAR_DIR=str(self.folder),
             PARLEY_PUBLIC_URL=self.proxy.url,
             ALLOWED_HOSTS="localhost,127.0.0.1",
@@ -300,7 +301,11 @@ def run(folder: Path) -> int:
         server.listen(1)
         threading.Thread(target=_serve_control, args=(cluster, server), daemon=True).start()
         print(f"PostgreSQL: {cluster.postgres.url('parley')}  (data: {cluster.postgres.data})")
-        print(f"Redis:      {cluster.redis.url}")
+        primary = cluster.redis.primary_address()
+        print(
+            f"Redis:      primary {primary[0]}:{primary[1]}, a replica, sentinels on "
+            f"{','.join(cluster.redis.sentinels)}"
+        )
         for process in cluster.processes:
             print(f"Process:    {process.address}  (log: {folder}/daphne-{process.port}.log)")
         print(f"Proxy log:  {cluster.proxy.log_path}")
