@@ -12,6 +12,7 @@ import subprocess
 import sys
 import time
 from contextlib import contextmanager
+from pathlib import Path
 
 import psycopg
 import pytest
@@ -19,9 +20,12 @@ from django.db import DatabaseError, connection, transaction
 
 from conversations.models import Workspace
 from core.dbthreads import is_transient
+from ops.servers import PgBouncer
 from tests.conftest import events_until_terminal, receive_json, wait_for_turn_end
 from tests.helpers import ask, assert_contiguous, create_conversation, reply, start, wait_pending
 from tests.pgbouncer import admin, behind_pgbouncer
+
+ROOT = Path(__file__).resolve().parents[2]
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -161,6 +165,18 @@ async def test_a_daphne_behind_pgbouncer_streams_a_turn_and_takes_an_answer(make
     assert watched[-1]["type"] == "turn.completed"
     assert_contiguous(watched, watched[0]["seq"], watched[-1]["seq"])
     assert "through" in json.dumps(watched)
+
+
+def test_the_readme_shows_the_configuration_the_tests_run():
+    """The lines the README gives operators are lines of ops/deploy/pgbouncer.ini, which
+    ops.servers starts PgBouncer with."""
+    readme = (ROOT / "README.md").read_text()
+    section = readme.split("### PgBouncer (transaction mode)", 1)[1]
+    shown = section.split("```ini\n", 1)[1].split("```", 1)[0].splitlines()
+    used = PgBouncer.TEMPLATE.read_text().splitlines()
+    assert shown and [line for line in shown if line not in used] == []
+    written = Path(os.environ["PARLEY_TEST_PGDATA"]).parent / "pgbouncer" / "pgbouncer.ini"
+    assert "pool_mode = transaction" in written.read_text().splitlines()
 
 
 @contextmanager
