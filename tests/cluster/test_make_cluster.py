@@ -30,7 +30,8 @@ def test_make_cluster_starts_two_processes_that_share_everything_and_stops_on_ct
     env = {
         key: value
         for key, value in os.environ.items()
-        if key not in ("DATABASE_URL", "DJANGO_SETTINGS_MODULE")
+        # The pass's PgBouncer is not the cluster's database.
+        if key not in ("DATABASE_URL", "DJANGO_SETTINGS_MODULE", "PARLEY_DB_PGBOUNCER")
     }
     env.update(PARLEY_CLUSTER_DIR=str(folder), PARLEY_CLUSTER_PORTS=f"{ports[0]},{ports[1]}")
     cluster = subprocess.Popen(
