@@ -174,6 +174,25 @@ if DATABASES["default"]["ENGINE"].endswith("postgresql"):
             "max_size": env.int("PARLEY_DB_POOL_SIZE", default=20),
             "timeout": 20,
         }
+# PgBouncer in transaction mode (README, "PgBouncer"): DATABASE_URL names PgBouncer, and
+# PARLEY_DB_PGBOUNCER=1 says so, as nothing on the wire does. Each transaction may then run on a
+# different server connection, so nothing may outlive a transaction on the server:
+# - no server-side cursors (.iterator() would DECLARE a cursor that the next fetch, on another
+#   connection, does not find): Django fetches in chunks from an ordinary query instead;
+# - no prepared statements (psycopg prepares a query run often, and runs it later by name on a
+#   connection that never saw it): client-side binding and psycopg's prepare_threshold None;
+# - no `options` startup parameter, which PgBouncer refuses: the idle-in-transaction limit set
+#   above is PgBouncer's own idle_transaction_timeout instead (ops/deploy/pgbouncer.ini), not a
+#   session-level SET, which would stay on whichever server connection ran it.
+# Parley's locks are transaction-scoped (pg_advisory_xact_lock, SELECT ... FOR UPDATE), and it
+# uses no LISTEN/NOTIFY, temporary tables or session SETs (the time zone PgBouncer tracks).
+PARLEY_DB_PGBOUNCER = env.bool("PARLEY_DB_PGBOUNCER", default=False)
+if PARLEY_DB_PGBOUNCER and DATABASES["default"]["ENGINE"] != "config.sqlite":
+    DATABASES["default"]["DISABLE_SERVER_SIDE_CURSORS"] = True
+    _options = DATABASES["default"].setdefault("OPTIONS", {})
+    _options.pop("options", None)
+    _options["server_side_binding"] = False
+    _options["prepare_threshold"] = None
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 # Channel layer: in-memory in one process; Redis when a URL is given.

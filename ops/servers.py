@@ -1,16 +1,23 @@
-"""PostgreSQL and Redis from Debian's packages, on loopback, for the tests and `make cluster`.
+"""PostgreSQL, PgBouncer and Redis from Debian's packages, on loopback, for the tests and
+`make cluster`.
 
 Each server lives in a folder of its own and listens on 127.0.0.1 only, on a free port. PostgreSQL
-refuses to run as root, so when we are root it runs as ``nobody``, which then owns its folder.
+refuses to run as root, so when we are root it runs as ``nobody``, which then owns its folder
+(PgBouncer too).
 
-As a command, ``python -m ops.servers -- CMD...`` starts both in a temporary folder, runs CMD
-with ``DATABASE_URL`` and ``PARLEY_TEST_REDIS_URL`` pointing at them (and ``PARLEY_TEST_PGDATA``
-and ``PARLEY_TEST_PGPORT``, so that a test can restart PostgreSQL), then stops them and removes the
-folder: this is how `make test` runs the suite on PostgreSQL and the multi-process suite.
+As a command, ``python -m ops.servers -- CMD...`` starts them in a temporary folder, runs CMD
+with ``DATABASE_URL`` naming PgBouncer in transaction mode in front of PostgreSQL (with
+``PARLEY_DB_PGBOUNCER=1``) and ``PARLEY_TEST_REDIS_URL`` naming Redis (and
+``PARLEY_TEST_PG_DIRECT_URL``, ``PARLEY_TEST_PGBOUNCER_ADMIN_URL``, ``PARLEY_TEST_PGDATA`` and
+``PARLEY_TEST_PGPORT``, so that a test can reach PostgreSQL itself, ask PgBouncer, or restart
+PostgreSQL), then stops them and removes the folder: this is how `make test` runs the suite on
+PostgreSQL and the multi-process suite.
 """
 
 import glob
 import os
+import re
+import secrets
 import shutil
 import signal
 import socket
@@ -453,6 +460,79 @@ class RedisSentinels:
             server.stop()
 
 
+class PgBouncer:
+    """PgBouncer in transaction mode in front of a PostgreSQL on loopback, configured from
+    ``ops/deploy/pgbouncer.ini`` (the production recipe's file) with only addresses, ports and
+    paths filled in. It refuses to run as root, so when we are root it runs as ``nobody``."""
+
+    TEMPLATE = Path(__file__).parent / "deploy" / "pgbouncer.ini"
+    USER = "postgres"
+
+    def __init__(self, folder: Path, postgres_port: int, port: int | None = None):
+        self.folder = Path(folder)
+        self.postgres_port = postgres_port
+        self.port = port or free_port()
+        self.config = self.folder / "pgbouncer.ini"
+        self.log = self.folder / "pgbouncer.log"
+        self.password = secrets.token_urlsafe(16)
+        self.process: subprocess.Popen | None = None
+
+    def url(self, database: str = "postgres") -> str:
+        return f"postgres://{self.USER}:{self.password}@127.0.0.1:{self.port}/{database}"
+
+    def _write_config(self) -> None:
+        self.folder.mkdir(parents=True, exist_ok=True)
+        auth_file = self.folder / "userlist.txt"
+        auth_file.write_text(f'"{self.USER}" "{self.password}"\n')
+        values = {
+            "PGBOUNCER_LISTEN_ADDR": "127.0.0.1",
+            "PGBOUNCER_LISTEN_PORT": str(self.port),
+            "POSTGRES_HOST": "127.0.0.1",
+            "POSTGRES_PORT": str(self.postgres_port),
+            "PGBOUNCER_AUTH_FILE": str(auth_file),
+        }
+        text = re.sub(
+            r"\$\{(\w+)\}", lambda match: values[match.group(1)], self.TEMPLATE.read_text()
+        )
+        self.config.write_text(text)
+        auth_file.chmod(0o600)
+        if os.geteuid() == 0:
+            for path in (self.folder, self.config, auth_file):
+                shutil.chown(path, *UNPRIVILEGED)
+
+    def start(self, timeout: float = 30) -> "PgBouncer":
+        binary = shutil.which("pgbouncer") or "/usr/sbin/pgbouncer"
+        if not Path(binary).exists():
+            raise RuntimeError(
+                "PgBouncer is not installed: apt-get install pgbouncer (make services)"
+            )
+        self._write_config()
+        prefix = []
+        if os.geteuid() == 0:
+            user, group = UNPRIVILEGED
+            prefix = ["setpriv", f"--reuid={user}", f"--regid={group}", "--clear-groups", "--"]
+        log = open(self.log, "a")
+        self.process = subprocess.Popen(
+            [*prefix, binary, str(self.config)],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        log.close()
+        _wait_for_port(self.port, timeout, "PgBouncer", alive=lambda: self.process.poll() is None)
+        return self
+
+    def stop(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        self.process = None
+
+
 def main(argv: list[str]) -> int:
     if "--" in argv:
         argv = argv[argv.index("--") + 1 :]
@@ -461,19 +541,29 @@ def main(argv: list[str]) -> int:
         return 2
     root = scratch_folder("parley-services-")
     postgres = Postgres(root / "postgres", durable=False)
+    pgbouncer = PgBouncer(root / "pgbouncer", postgres.port)
     redis = Redis(root / "redis")
     try:
         postgres.start()
         postgres.create_database("parley")
+        pgbouncer.start()
         redis.start()
         env = {
             **os.environ,
-            "DATABASE_URL": postgres.url("parley"),
+            # Parley, and every Daphne a test starts, goes through PgBouncer in transaction mode.
+            "DATABASE_URL": pgbouncer.url("parley"),
+            "PARLEY_DB_PGBOUNCER": "1",
+            # For what must reach PostgreSQL itself (and PgBouncer's admin console).
+            "PARLEY_TEST_PG_DIRECT_URL": postgres.url("parley"),
+            "PARLEY_TEST_PGBOUNCER_ADMIN_URL": pgbouncer.url("pgbouncer"),
             "PARLEY_TEST_PGDATA": str(postgres.data),
             "PARLEY_TEST_PGPORT": str(postgres.port),
             "PARLEY_TEST_REDIS_URL": redis.url,
         }
-        print(f"PostgreSQL on 127.0.0.1:{postgres.port}, Redis on 127.0.0.1:{redis.port}")
+        print(
+            f"PostgreSQL on 127.0.0.1:{postgres.port} behind PgBouncer on "
+            f"127.0.0.1:{pgbouncer.port}, Redis on 127.0.0.1:{redis.port}"
+        )
         command = subprocess.Popen(argv, env=env)
         try:
             return command.wait()
@@ -482,6 +572,7 @@ def main(argv: list[str]) -> int:
             return command.wait()
     finally:
         redis.stop()
+        pgbouncer.stop()
         try:
             postgres.stop(mode="immediate")
         finally:

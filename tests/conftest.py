@@ -27,6 +27,7 @@ from conversations import services
 from conversations.models import Membership, Workspace
 from core.dbthreads import close_connections
 from tests import llm_server as llm
+from tests.pgbouncer import behind_pgbouncer, release_database
 from tests.smtp_server import Mailbox
 
 DEMO_FILES = Path(settings.BASE_DIR) / "conversations" / "demo_files"
@@ -75,6 +76,18 @@ def pytest_sessionfinish(session, exitstatus):
     """Remove the run's scratch folder (test database, files roots), if this run made it."""
     if os.environ.get("PARLEY_TEST_DIR_MADE_BY") == str(os.getpid()):
         shutil.rmtree(os.environ["PARLEY_TEST_DIR"], ignore_errors=True)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _pgbouncer_lets_the_test_database_go(request):
+    """Behind PgBouncer (the PostgreSQL pass), its idle server connections to the test database
+    would keep pytest-django from dropping it at the end: they are closed first."""
+    if not behind_pgbouncer():
+        yield
+        return
+    request.getfixturevalue("django_db_setup")
+    yield
+    release_database(connections["default"].settings_dict["NAME"])
 
 
 @pytest.fixture
