@@ -32,7 +32,8 @@ import time
 from contextlib import ExitStack
 
 from bench.run import Daphne, Parley, median, prepare_parley
-from ops.servers import Postgres, RedisSentinels, scratch_folder
+from ops.sentinels import RedisSentinels
+from ops.servers import Postgres, scratch_folder
 
 DOWN_AFTER_MS = 1000
 FAILOVER_TIMEOUT_MS = 10000

@@ -34,7 +34,8 @@ from pathlib import Path
 import httpx
 
 from ops.proxy import Proxy
-from ops.servers import Postgres, RedisSentinels, reachable_by_postgres
+from ops.sentinels import RedisSentinels
+from ops.servers import Postgres, reachable_by_postgres
 
 ROOT = Path(__file__).resolve().parent.parent
 UNIT = ROOT / "ops" / "deploy" / "parley@.service"

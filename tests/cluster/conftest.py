@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 from django.db import connection
 
-from ops.servers import Postgres, Redis, RedisSentinels
+from ops.sentinels import RedisSentinels
+from ops.servers import Postgres, Redis
 from tests.conftest import LiveServer
 
 # Short enough that a dead process's turns are reaped within a test, long enough that a loaded

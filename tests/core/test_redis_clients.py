@@ -16,7 +16,7 @@ from django.core.exceptions import ImproperlyConfigured
 from django.test import override_settings
 
 from core import health, redis_clients, slots
-from ops.servers import SENTINEL_TEMPLATE, RedisSentinels
+from ops.sentinels import SENTINEL_TEMPLATE, RedisSentinels
 
 pytestmark = pytest.mark.once
 
