@@ -35,7 +35,7 @@ import httpx
 
 from ops.proxy import Proxy
 from ops.sentinels import RedisSentinels
-from ops.servers import Postgres, reachable_by_postgres
+from ops.servers import PgBouncer, Postgres, reachable_by_postgres
 
 ROOT = Path(__file__).resolve().parent.parent
 UNIT = ROOT / "ops" / "deploy" / "parley@.service"
@@ -164,7 +164,9 @@ class Cluster:
         self.postgres = Postgres(
             pg_folder / "postgres", int(os.environ.get("PARLEY_CLUSTER_PG_PORT", 0)) or None
         )
-        # Redis as the recipe runs it: a primary, a replica and three sentinels.
+        # PostgreSQL behind PgBouncer in transaction mode, and Redis with Sentinel (a primary,
+        # a replica and three sentinels), as the recipe runs them.
+        self.pgbouncer = PgBouncer(pg_folder / "pgbouncer", self.postgres.port)
         self.redis = RedisSentinels(folder / "redis")
         self.proxy = Proxy(
             folder / "proxy",
@@ -179,6 +181,7 @@ class Cluster:
         self.postgres.start()
         if new_cluster:
             self.postgres.create_database("parley")
+        self.pgbouncer.start()
         self.redis.start()
         # The recipe's settings, then whatever the caller's environment sets (PARLEY_* limits,
         # say), then the addresses of what this cluster runs.
@@ -190,7 +193,7 @@ class Cluster:
         )
         env.update(self.redis.parley_env())
         env.update(
-            DATABASE_URL=self.postgres.url("parley"),
+            DATABASE_URL=self.pgbouncer.url("parley"),
             PARLEY_VAR_DIR=str(self.folder),
             PARLEY_PUBLIC_URL=self.proxy.url,
             ALLOWED_HOSTS="localhost,127.0.0.1",
@@ -252,6 +255,7 @@ class Cluster:
                     process.popen.wait()
             self.proxy.stop()
             self.redis.stop()
+            self.pgbouncer.stop()
             self.postgres.stop()
 
 
@@ -302,6 +306,10 @@ def run(folder: Path) -> int:
         server.listen(1)
         threading.Thread(target=_serve_control, args=(cluster, server), daemon=True).start()
         print(f"PostgreSQL: {cluster.postgres.url('parley')}  (data: {cluster.postgres.data})")
+        print(
+            f"PgBouncer:  127.0.0.1:{cluster.pgbouncer.port}, transaction mode "
+            f"(admin console: database pgbouncer; config: {cluster.pgbouncer.config})"
+        )
         primary = cluster.redis.primary_address()
         print(
             f"Redis:      primary {primary[0]}:{primary[1]}, a replica, sentinels on "

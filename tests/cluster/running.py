@@ -12,6 +12,8 @@ import threading
 import time
 from pathlib import Path
 
+import psycopg
+
 from ops.cluster import read_env_file
 from ops.servers import Postgres, free_port
 from tests.conftest import ROOT
@@ -109,6 +111,35 @@ class RunningCluster:
             killer.cancel()
         assert code == 0, "".join(printed)
         return "".join(printed)
+
+    def restart_database(self) -> None:
+        """PostgreSQL restarted as an operator restarts it behind PgBouncer: PAUSE (what runs
+        finishes, what comes waits in PgBouncer), the restart, RESUME."""
+        config = Path(re.search(r"config: (\S+)\)", self.text).group(1))
+        user, password = (
+            word.strip('"') for word in (config.parent / "userlist.txt").read_text().split()[:2]
+        )
+        port = re.search(r"PgBouncer: +127.0.0.1:(\d+)", self.text).group(1)
+        url = f"postgres://{user}:{password}@127.0.0.1:{port}/pgbouncer"
+        # The console speaks the simple query protocol only.
+        with psycopg.connect(url, autocommit=True, prepare_threshold=None) as console:
+            psycopg.ClientCursor(console).execute("PAUSE")
+            try:
+                self.postgres.restart()
+            finally:
+                psycopg.ClientCursor(console).execute("RESUME")
+
+    def kill_redis_primary(self) -> None:
+        """SIGKILL the Redis primary the sentinels name (the sentinels then promote the
+        replica)."""
+        import redis
+
+        host, port = re.search(r"sentinels on ([^,\s]+)", self.text).group(1).split(":")
+        with redis.Redis(host=host, port=int(port), socket_timeout=5) as sentinel:
+            address = sentinel.sentinel_get_master_addr_by_name("parley")
+        with redis.Redis(host=address[0], port=int(address[1]), socket_timeout=5) as primary:
+            pid = primary.info("server")["process_id"]
+        os.kill(pid, signal.SIGKILL)
 
     def stop(self, timeout: float = 90) -> int:
         if self.process.poll() is None:

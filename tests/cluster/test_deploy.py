@@ -183,3 +183,29 @@ async def test_two_rolling_deploys_under_load_fail_nothing_and_lose_nothing(clus
 
     figures = await _under_traffic(cluster, two_deploys)
     _record("two rolling deploys", figures)
+
+
+@pytest.mark.timeout(900)
+async def test_a_deploy_through_a_database_restart_and_a_redis_failover_fails_nothing(cluster):
+    """The same traffic through one deploy during which PostgreSQL is restarted behind
+    PgBouncer (as the README says to: PAUSE, restart, RESUME) while the first process drains,
+    and the Redis primary is killed (the sentinels promote the replica) as the second process's
+    successor starts."""
+    outages = []
+
+    def on_line(line: str) -> None:
+        if "draining port" in line and not outages:
+            outages.append("database")
+            cluster.restart_database()
+        elif line.startswith("Starting a process") and outages == ["database"]:
+            outages.append("redis")
+            cluster.kill_redis_primary()
+
+    async def deploy_through_outages(traffic, answer_outside_agent):
+        deployed = await asyncio.to_thread(cluster.deploy, on_line)
+        await answer_outside_agent()
+        return [deployed]
+
+    figures = await _under_traffic(cluster, deploy_through_outages)
+    assert outages == ["database", "redis"]
+    _record("a deploy through a database restart and a Redis failover", figures)
