@@ -17,7 +17,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from ops.servers import _wait_for_port, free_port
+from ops.servers import free_port, stop_process, wait_for_port
 
 ROOT = Path(__file__).resolve().parent.parent
 CONFIG = ROOT / "ops" / "deploy" / "haproxy.cfg"
@@ -188,17 +188,11 @@ class Proxy:
             start_new_session=True,
         )
         log.close()
-        _wait_for_port(self.port, timeout, "HAProxy", alive=lambda: self.process.poll() is None)
+        wait_for_port(self.port, timeout, "HAProxy", alive=lambda: self.process.poll() is None)
         return self
 
     def stop(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
+        stop_process(self.process, timeout=15)
         self.process = None
 
     def admin(self, command: str) -> str:

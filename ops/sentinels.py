@@ -7,7 +7,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from ops.servers import Redis, _wait_for_port, free_port
+from ops.servers import Redis, free_port, stop_process, wait_for_port
 
 # Redis Sentinel ------------------------------------------------------------------------------
 
@@ -118,9 +118,7 @@ class RedisSentinels:
                     )
                 )
             process = self.sentinel_processes[-1]
-            _wait_for_port(
-                port, timeout, "Redis Sentinel", alive=lambda p=process: p.poll() is None
-            )
+            wait_for_port(port, timeout, "Redis Sentinel", alive=lambda p=process: p.poll() is None)
         self._wait(self._watching, timeout, "the sentinels to know the replica and each other")
         return self
 

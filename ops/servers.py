@@ -36,7 +36,7 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-def _wait_for_port(port: int, timeout: float, what: str, alive=lambda: True) -> None:
+def wait_for_port(port: int, timeout: float, what: str, alive=lambda: True) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if not alive():
@@ -47,6 +47,18 @@ def _wait_for_port(port: int, timeout: float, what: str, alive=lambda: True) -> 
         except OSError:
             time.sleep(0.05)
     raise RuntimeError(f"{what} did not listen on port {port} within {timeout} s")
+
+
+def stop_process(process: subprocess.Popen | None, timeout: float = 10) -> None:
+    """Stop a server we started: SIGTERM, then SIGKILL if it has not exited within ``timeout``."""
+    if process is None or process.poll() is not None:
+        return
+    process.terminate()
+    try:
+        process.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
 
 
 def _postgres_bin(name: str) -> str:
@@ -148,7 +160,7 @@ class Postgres:
             " ".join(options),
             stdout=subprocess.DEVNULL,
         )
-        _wait_for_port(self.port, timeout, "PostgreSQL")
+        wait_for_port(self.port, timeout, "PostgreSQL")
         return self
 
     def stop(self, mode: str = "fast") -> None:
@@ -226,17 +238,11 @@ class Redis:
             start_new_session=True,
         )
         log.close()
-        _wait_for_port(self.port, timeout, "Redis", alive=lambda: self.process.poll() is None)
+        wait_for_port(self.port, timeout, "Redis", alive=lambda: self.process.poll() is None)
         return self
 
     def stop(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
+        stop_process(self.process)
         self.process = None
 
     def restart(self) -> None:
@@ -303,17 +309,11 @@ class PgBouncer:
             start_new_session=True,
         )
         log.close()
-        _wait_for_port(self.port, timeout, "PgBouncer", alive=lambda: self.process.poll() is None)
+        wait_for_port(self.port, timeout, "PgBouncer", alive=lambda: self.process.poll() is None)
         return self
 
     def stop(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
+        stop_process(self.process)
         self.process = None
 
 
