@@ -7,7 +7,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from ops.servers import Redis, free_port, stop_process, wait_for_port
+from ops.servers import Redis, free_port, wait_for_port
 
 # Redis Sentinel ------------------------------------------------------------------------------
 
