@@ -184,8 +184,10 @@ async def tail_stream(
         if slot is not None:
             await asyncio.shield(slot.release())
     if restarting and not ended_by:
-        # Mid-frame (``cut``), the frame's start is discarded by SSE when the stream ends.
-        yield retry + RESTARTING
+        # Mid-frame (``cut``), the frame's start is discarded by SSE when the stream ends:
+        # nothing is added after it.
+        if not cut:
+            yield retry + RESTARTING
     elif feed.interrupted:
         error = {revocation.TOKEN_ENDED: TOKEN_REVOKED, revocation.SIGNED_OUT: SIGNED_OUT}.get(
             ended_by[0] if ended_by else None, REVOKED

@@ -46,8 +46,9 @@ async def healthz(request):
 @never_cache
 @require_safe
 async def readyz(request):
-    """Readiness: 200 when the database and the channel layer answer; 200 ``degraded`` while
-    one has failed for less than PARLEY_READY_TOLERANCE_SECONDS, then 503 ``unavailable``; 503
+    """Readiness: 200 when the database and the channel layer answer; once they have, 200
+    ``degraded`` while one has failed for less than PARLEY_READY_TOLERANCE_SECONDS, then 503
+    ``unavailable`` (at once, before they ever answered); 503
     ``shutting_down`` from the moment the process begins to stop. The operator is also told
     each check's outcome, naming what failed."""
     if server_loop.draining:
@@ -57,15 +58,19 @@ async def readyz(request):
     if server_loop.draining:
         return await _not_ready({"status": "shutting_down", "checks": checks}, request)
     if any(result != "ok" for result in checks.values()):
-        if _failing_too_long(checks):
+        if not _passed[0] or _failing_too_long(checks):
             logger.warning("Not ready: %s", checks)
             return await _not_ready({"status": "unavailable", "checks": checks}, request)
         logger.warning("Degraded (still ready, within PARLEY_READY_TOLERANCE_SECONDS): %s", checks)
         return JsonResponse(await _for(request, {"status": "degraded", "checks": checks}))
+    _passed[0] = True
     _failing_since.clear()
     return JsonResponse(await _for(request, {"status": "ready", "checks": checks}))
 
 
+# Whether every check has passed once in this process: until then a failing check is no blip
+# to wait out (a new process with a wrong address must never be sent work).
+_passed = [False]
 # When each check that fails now began to fail (the loop's clock), while it keeps failing.
 _failing_since: dict[str, float] = {}
 

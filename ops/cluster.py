@@ -100,13 +100,15 @@ class Process:
             )
 
     def wait_ready(self, timeout: float = 60) -> None:
-        """Until the process answers /readyz with 200 (it checked its database and Redis)."""
+        """Until the process says on /readyz that it is ``ready``: its database and Redis
+        answered (this address is the operator's, told what each check found)."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.popen.poll() is not None:
                 raise RuntimeError(f"the process on port {self.port} exited while starting")
             try:
-                if httpx.get(f"http://{self.address}/readyz", timeout=5).status_code == 200:
+                answer = httpx.get(f"http://{self.address}/readyz", timeout=5)
+                if answer.status_code == 200 and answer.json()["status"] == "ready":
                     return
             except httpx.TransportError:
                 pass
@@ -203,7 +205,8 @@ class Cluster:
         _manage(env, "collectstatic", "--noinput")
         seeded = _manage(env, "seed_demo")
         self.proxy.start()
-        self.processes = [Process(self.unit, live, env, self.folder) for live, _ in self.slots]
+        for live, _ in self.slots:
+            self.processes.append(Process(self.unit, live, env, self.folder))
         for process in self.processes:
             process.wait_ready()
             self.proxy.wait_for(process.address, "UP")
@@ -223,14 +226,19 @@ class Cluster:
                 new = Process(self.unit, port, self.env, self.folder)
                 try:
                     new.wait_ready()
+                    # The port may have been left draining by the last deploy.
+                    self.proxy.set_state(new.address, "ready")
                     self.proxy.wait_for(new.address, "UP")
-                except (RuntimeError, TimeoutError) as error:
+                except Exception as error:
                     new.stop()
-                    say(f"Deploy stopped: {error}; the process on port {old.port} serves on.")
+                    say(f"Deploy stopped: {error!r}; the process on port {old.port} serves on.")
                     return False
                 self.processes[index] = new
                 say(f"Port {port} is ready and in the proxy; draining port {old.port}...")
                 started = time.monotonic()
+                # Nothing new to the old process from now on (its clients reconnect elsewhere
+                # when it closes them), then SIGTERM, which drains it.
+                self.proxy.set_state(old.address, "drain")
                 clean = old.stop()
                 how = "stopped" if clean else "killed after TimeoutStopSec"
                 say(f"Port {old.port} {how} after {time.monotonic() - started:.1f} s.")
@@ -295,8 +303,12 @@ def run(folder: Path) -> int:
     stop = threading.Event()
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, lambda *_: stop.set())
-    cluster = Cluster(folder)
     control = _control_path(folder)
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
+        if probe.connect_ex(str(control)) == 0:
+            print(f"A cluster is already running in {folder}: stop it first (Ctrl-C).")
+            return 1
+    cluster = Cluster(folder)
     control.unlink(missing_ok=True)
     server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:

@@ -163,7 +163,11 @@ class Proxy:
             "PARLEY_READY_HOST": HOST,
             **{f"PARLEY_PROCESS_{number}": slot for number, slot in enumerate(slots, 1)},
         }
-        names = [line.split("=", 1)[0] for line in ENVIRONMENT.read_text().splitlines() if line]
+        names = [
+            line.split("=", 1)[0]
+            for line in ENVIRONMENT.read_text().splitlines()
+            if line and not line.startswith("#")
+        ]
         if sorted(names) != sorted(found):
             raise RuntimeError(f"{ENVIRONMENT} names {names}, not {sorted(found)}")
         return found
@@ -206,17 +210,28 @@ class Proxy:
                 chunks.append(chunk)
         return b"".join(chunks).decode()
 
-    def state(self) -> dict[str, str]:
-        """Each process (``host:port``) with what the proxy makes of it: ``UP``, ``DOWN``, or a
-        transition (``UP 1/2``: failed one check of the two that take it down)."""
+    def _servers(self) -> list[dict]:
         lines = self.admin("show stat").splitlines()
         header = lines[0].lstrip("# ").split(",")
-        found = {}
-        for line in lines[1:]:
-            row = dict(zip(header, line.split(","), strict=False))
-            if row.get("pxname") == BACKEND and row.get("svname", "").startswith("process"):
-                found[row["addr"]] = row["status"]
-        return found
+        rows = (dict(zip(header, line.split(","), strict=False)) for line in lines[1:])
+        return [
+            row
+            for row in rows
+            if row.get("pxname") == BACKEND and row.get("svname", "").startswith("process")
+        ]
+
+    def state(self) -> dict[str, str]:
+        """Each process (``host:port``) with what the proxy makes of it: ``UP``, ``DOWN``,
+        ``DRAIN`` (sent nothing new), or a transition (``UP 1/2``: failed one check of two)."""
+        return {row["addr"]: row["status"] for row in self._servers()}
+
+    def set_state(self, address: str, state: str) -> None:
+        """Tell the proxy to send the process at ``address`` nothing new (``drain``), or work
+        again once its checks pass (``ready``), as an operator does on the admin socket."""
+        (name,) = [row["svname"] for row in self._servers() if row["addr"] == address]
+        answer = self.admin(f"set server {BACKEND}/{name} state {state}").strip()
+        if answer:
+            raise RuntimeError(f"HAProxy refused to set {address} {state}: {answer}")
 
     def wait_for(self, address: str, status: str, timeout: float = 60) -> None:
         """Until the proxy sees the process at ``address`` as ``status`` (``UP``, ``DOWN``)."""

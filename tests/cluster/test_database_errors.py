@@ -40,7 +40,7 @@ def test_after_a_restart_the_pool_hands_out_a_working_connection(postgres):
     pool check all the others (config.postgresql), so the next query gets a fresh connection;
     psycopg alone would meet the ten broken ones one by one, with a growing sleep between, and
     give up at the pool's timeout. The pool here connects to PostgreSQL itself: behind PgBouncer
-    (the pass's own connection) a restart breaks none of it (tests/config/test_pgbouncer.py)."""
+    (the pass's own connection) a restart breaks none of it (tests/cluster/test_pgbouncer.py)."""
     with _straight_to_postgresql() as direct:
         pool = direct.pool
         idle = [pool.getconn() for _ in range(10)]

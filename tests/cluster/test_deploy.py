@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from tests.cluster.running import RunningCluster
-from tests.cluster.traffic import Traffic
+from tests.cluster.traffic import TERMINAL, Traffic
 from tests.conftest import ROOT
 
 pytestmark = [pytest.mark.cluster, pytest.mark.deploy]
@@ -120,6 +120,9 @@ async def _under_traffic(cluster: RunningCluster, during) -> dict:
         assert [(e["seq"], e["type"]) for e in watcher.events] == [
             (e["seq"], e["type"]) for e in stored[watcher.cid]
         ], (watcher.kind, watcher.cid)
+    for cid in cids:
+        ends = [e["type"] for e in stored[cid] if e["type"] in TERMINAL]
+        assert ends == ["turn.completed"] * traffic.turns_started[cid], (cid, ends)
     for cid in asking:
         resolved = [e for e in stored[cid] if e["type"] == "selection.resolved"]
         asked = [e for e in stored[cid] if e["type"] == "selection.requested"]

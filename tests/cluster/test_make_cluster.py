@@ -6,6 +6,7 @@ import asyncio
 import os
 import re
 import shutil
+import socket
 import ssl
 import tempfile
 from pathlib import Path
@@ -24,7 +25,8 @@ pytestmark = pytest.mark.cluster
 async def test_make_cluster_serves_everything_through_one_https_address_and_stops_on_ctrl_c(
     folder, request
 ):
-    cluster = RunningCluster(folder)
+    # The builtin agent at a pace a person reads: a turn lasts long enough to watch it stream.
+    cluster = RunningCluster(folder, PARLEY_BUILTIN_PACE_MS="40")
     try:
         text = cluster.wait_ready()
         url, ca_file = cluster.url, cluster.ca_file
@@ -59,13 +61,29 @@ async def test_make_cluster_serves_everything_through_one_https_address_and_stop
                     frame = await receive_json(ws, timeout=60)
                     if "seq" in frame:
                         seen.append(frame)
-            # A tail through the proxy, unbuffered: the whole turn, then done.
-            tail = await client.get(f"/api/conversations/{cid}/tail/", params={"from_seq": 0})
-            assert tail.headers["content-type"].startswith("text/event-stream")
-            ids = [int(line[4:]) for line in tail.text.splitlines() if line.startswith("id: ")]
-            assert ids == [frame["seq"] for frame in seen] + [seen[-1]["seq"]]
-            # The operator's endpoint is not served through the proxy.
+            # A tail through the proxy is not buffered: its first frames arrive while the turn
+            # still runs, then the rest, then done.
+            started = await client.post(
+                f"/api/conversations/{cid}/turns/", json={"input": "summarize README.md"}
+            )
+            assert started.status_code == 202
+            after = seen[-1]["seq"]
+            path = f"/api/conversations/{cid}/tail/"
+            ids = []
+            async with client.stream("GET", path, params={"from_seq": after}) as tail:
+                assert tail.headers["content-type"].startswith("text/event-stream")
+                async for line in tail.aiter_lines():
+                    if line.startswith("id: "):
+                        ids.append(int(line[4:]))
+                    if len(ids) == 1:
+                        state = await client.get(f"/api/conversations/{cid}/in-flight/")
+                        assert state.json()["in_flight"], "the tail's first frame came late"
+            stored = (await client.get(f"/api/conversations/{cid}/events/")).json()["events"]
+            assert ids[:-1] == [e["seq"] for e in stored if e["seq"] > after]
+            assert stored[-1]["type"] == "turn.completed" and ids[-1] == stored[-1]["seq"]
+            # The operator's endpoint is not served through the proxy, however it is written.
             assert (await client.get("/metrics")).status_code == 404
+            assert (await client.get("/%6Detrics")).status_code == 404
         # Plain http is redirected to https.
         plain = await asyncio.to_thread(
             httpx.get, f"http://127.0.0.1:{cluster.http_port}/api/workspaces/"
@@ -88,9 +106,9 @@ async def test_make_cluster_serves_everything_through_one_https_address_and_stop
         data = folder
     assert (data / "postgres" / "PG_VERSION").exists()
     assert not (data / "postgres" / "postmaster.pid").exists()
-    for port in [*cluster.ports, cluster.https_port]:
-        with pytest.raises(httpx.TransportError):
-            await asyncio.to_thread(httpx.get, f"http://127.0.0.1:{port}/healthz", timeout=2)
+    for port in [*cluster.ports, cluster.https_port, cluster.http_port]:
+        with pytest.raises(ConnectionRefusedError):
+            socket.create_connection(("127.0.0.1", port), timeout=5).close()
 
 
 @pytest.fixture(params=["shared", "private"])

@@ -22,6 +22,10 @@ from tests.helpers import CHOICE
 from tests.mcp_client import mcp_session
 
 TERMINAL = ("turn.completed", "turn.failed", "turn.cancelled")
+# How a socket may be closed during a deploy: a process stopping (1012) or going away (1001).
+RECONNECT_CODES = (1000, 1001, 1012)
+# How a tail may end: its turn's end, its process stopping, or nothing new since (204).
+TAIL_ENDINGS = ("done", "restarting", "nothing new")
 STREAM = "summarize README.md"  # the builtin agent streams a summary at a readable pace
 ASK = "summarize"  # no path: it asks which file (a path question), then streams
 
@@ -212,7 +216,11 @@ class Traffic:
                         if "seq" in frame and "type" in frame and "turn" in frame:
                             watcher.take(frame)
             except ConnectionClosed as closed:
-                self.tally.reconnects[f"socket {closed.rcvd.code if closed.rcvd else None}"] += 1
+                code = closed.rcvd.code if closed.rcvd else None
+                self.tally.reconnects[f"socket {code}"] += 1
+                if code not in RECONNECT_CODES:
+                    # No close frame (cut off), or a close that is no "come back".
+                    self.tally.failed(f"socket closed: {code} {closed!r}")
             except InvalidStatus as refused:
                 self.tally.failed(f"socket handshake: {refused.response.status_code}")
             except OSError as error:
@@ -236,6 +244,8 @@ class Traffic:
                         self.tally.statuses[response.status_code] += 1
                         if response.status_code >= 500:
                             self.tally.failed(f"tail: {response.status_code}")
+                        if response.status_code == 204:
+                            ending = "nothing new"
                         name = None
                         async for line in response.aiter_lines():
                             if line.startswith(": restarting"):
@@ -252,6 +262,9 @@ class Traffic:
                 except httpx.TransportError as error:
                     self.tally.failed(f"tail: {error!r}")
                 self.tally.reconnects[f"tail {ending}"] += 1
+                if ending not in TAIL_ENDINGS:
+                    # An error event (fell behind, access lost) or an end with no word at all.
+                    self.tally.failed(f"tail ended: {ending}")
                 if self.stopping.is_set() and await self._caught_up(watcher):
                     return watcher
                 if ending != "restarting":

@@ -12,7 +12,7 @@ import pytest
 from django.utils import timezone
 
 from conversations.models import Turn
-from ops.servers import free_port
+from ops.servers import Redis, free_port
 from tests.conftest import LiveServer, receive_json, wait_for_turn_end
 from tests.helpers import samples
 
@@ -67,18 +67,29 @@ def test_readiness_names_the_channel_layer_when_redis_is_away(transactional_db, 
 def test_a_failing_check_is_tolerated_for_a_while_then_makes_the_process_unready(
     transactional_db, tmp_path
 ):
-    """A shared dependency failing (Redis away here) leaves the process ready, "degraded", for
-    PARLEY_READY_TOLERANCE_SECONDS of failed checks (a restart or a failover fails every
-    process at once), then not ready."""
+    """Once its checks have passed, a process whose shared dependency fails (its Redis stopped
+    here) stays ready, "degraded", for PARLEY_READY_TOLERANCE_SECONDS of failed checks (a
+    restart or a failover fails every process at once), then is not ready; a process whose
+    checks never passed is not ready at once (a wrong address must never be sent work)."""
+    redis = Redis(tmp_path / "redis").start()
+    # Not through make_server: with its Redis away the server rightly logs errors.
     live = LiveServer(
-        tmp_path / "daphne.log",
+        tmp_path / "daphne.log", {"REDIS_URL": redis.url, "PARLEY_READY_TOLERANCE_SECONDS": "3"}
+    )
+    never = LiveServer(
+        tmp_path / "never.log",
         {
             "REDIS_URL": f"redis://127.0.0.1:{free_port()}/0",
             "PARLEY_READY_TOLERANCE_SECONDS": "3",
         },
     )
     try:
+        with never.client() as client:
+            refused = client.get("/readyz")
+        assert refused.status_code == 503 and refused.json()["status"] == "unavailable"
         with live.client() as client:
+            assert client.get("/readyz").json()["status"] == "ready"
+            redis.stop()
             began = time.monotonic()
             first = client.get("/readyz")
             assert first.status_code == 200, first.text
@@ -92,6 +103,8 @@ def test_a_failing_check_is_tolerated_for_a_while_then_makes_the_process_unready
         assert time.monotonic() - began >= 3  # not before the tolerance had passed
     finally:
         live.stop()
+        never.stop()
+        redis.stop()
 
 
 @pytest.mark.cluster  # run in the PostgreSQL pass, where the run has a Redis
