@@ -78,8 +78,8 @@ test: $(VENV)/.installed-dev chromium services clients
 	$(BIN)/ruff check .
 	@mkdir -p test-artifacts
 	@$(BIN)/python -m ops.servers -- $(BIN)/pytest -p no:cacheprovider \
-	    -m "not browser and not sqlite" > $(PG_LOG) 2>&1 & pg=$$!; \
-	  $(BIN)/pytest -m "not cluster and not once"; sqlite=$$?; \
+	    -m "not browser and not sqlite and not once" > $(PG_LOG) 2>&1 & pg=$$!; \
+	  $(BIN)/pytest -m "not cluster and not postgresql"; sqlite=$$?; \
 	  wait $$pg; postgresql=$$?; \
 	  echo; echo "===== The PostgreSQL pass ($(PG_LOG)) ====="; cat $(PG_LOG); \
 	  echo "SQLite pass: exit $$sqlite; PostgreSQL pass: exit $$postgresql"; \

@@ -34,13 +34,16 @@ LIMITS = {
 }
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def cluster():
+    """One `make cluster` for the module's deploys (each test brings its own traffic), in a
+    folder PostgreSQL's user can reach (test_make_cluster.py tries one it cannot)."""
     parent = Path(tempfile.mkdtemp(prefix="parley-deploy-"))
     parent.chmod(0o755)  # PostgreSQL's user passes through it
     running = RunningCluster(parent / "cluster", **LIMITS)
     try:
         running.wait_ready()
+        assert "cannot reach" not in running.text  # PostgreSQL's data is where it was asked
         yield running
     finally:
         code = running.stop()
@@ -80,6 +83,7 @@ async def _answer_the_outside_agent(traffic: Traffic, cids: list[str]) -> str:
 
 async def _under_traffic(cluster: RunningCluster, during) -> dict:
     """Run the traffic, ``during(traffic)`` while it flows, then check everything; the figures."""
+    logged_before = len(_proxy_log(cluster))  # the module's cluster served other tests first
     people = {name: cluster.token(name) for name in ("alice", "bob", "carol")}
     traffic = Traffic(cluster.url, cluster.ca_file, people)
     streaming = [await traffic.create_conversation("alice", f"Streams {n}") for n in range(4)]
@@ -139,7 +143,8 @@ async def _under_traffic(cluster: RunningCluster, during) -> dict:
     # What the proxy saw: every request it logged answered below 500, none ended by a server
     # (termination flags starting with S: the server aborted, refused or broke the response),
     # but for a WebSocket's end (101), which the server closing after its close frame is.
-    logged = re.findall(r"\] \S+ \S+ \S+ (\d{3}) \S+ \S+ \S+ (\S{4}) ", _proxy_log(cluster))
+    this_run = _proxy_log(cluster)[logged_before:]
+    logged = re.findall(r"\] \S+ \S+ \S+ (\d{3}) \S+ \S+ \S+ (\S{4}) ", this_run)
     broken = [
         (code, flags)
         for code, flags in logged

@@ -8,7 +8,6 @@ import re
 import shutil
 import socket
 import ssl
-import tempfile
 from pathlib import Path
 
 import httpx
@@ -111,13 +110,9 @@ async def test_make_cluster_serves_everything_through_one_https_address_and_stop
             socket.create_connection(("127.0.0.1", port), timeout=5).close()
 
 
-@pytest.fixture(params=["shared", "private"])
-def folder(request, tmp_path):
-    """The cluster's folder: one anyone may pass through, or one inside a private folder (as a
-    checkout in root's home is)."""
-    if request.param == "private":
-        return tmp_path / "private"  # pytest's own folders are for their owner only
-    parent = Path(tempfile.mkdtemp(prefix="parley-cluster-"))
-    parent.chmod(0o755)
-    request.addfinalizer(lambda: shutil.rmtree(parent, ignore_errors=True))
-    return parent / "shared"
+@pytest.fixture
+def folder(tmp_path):
+    """The cluster's folder, inside a private one (as a checkout in root's home is: pytest's own
+    folders are for their owner only). test_deploy.py's cluster runs in one anyone may pass
+    through."""
+    return tmp_path / "private"

@@ -23,6 +23,10 @@ from tests.helpers import (
     stalled_tail,
 )
 
+# About the server's buffers and Daphne's flow control, not the database: run once, in the
+# SQLite pass.
+pytestmark = pytest.mark.once
+
 FLOOD = 150_000  # events, about 190 bytes each: 27 MiB for every socket that watches it all
 
 

@@ -30,4 +30,4 @@ def pytest_collection_modifyitems(items):
     (a NUL in text), so what passes there passes on both."""
     for item in items:
         if "tests/fuzz/" in str(item.path).replace("\\", "/"):
-            item.add_marker(pytest.mark.once)
+            item.add_marker(pytest.mark.postgresql)
