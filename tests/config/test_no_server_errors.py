@@ -27,6 +27,11 @@ from reach.services.webhooks import webhook_endpoint_create
 from tests.conftest import log_in
 from tests.helpers import close_reading_on, parked_conversation
 
+# Run once, in the SQLite pass: what the database could make a 5xx of, the API, is fuzzed on
+# PostgreSQL (tests/fuzz/test_schema.py), which keeps the PostgreSQL pass, which carries the
+# cluster's deploys, within make test's time.
+pytestmark = pytest.mark.once
+
 SAFE = ("GET", "HEAD", "OPTIONS")
 UNSAFE = ("POST", "PUT", "PATCH", "DELETE")
 NONSENSE = "nope"
