@@ -63,6 +63,7 @@ BEHIND_PATIENCE_SECONDS = 30
 _open_tails: set = set()
 # What a tail ended by its process stopping says last (a comment: an event to no client).
 RESTARTING = ": restarting: reconnect with Last-Event-ID\n\n"
+STOPPING = "stopping"  # why a tail ends, beside conversations.revocation's
 
 
 async def end_all_tails() -> None:
@@ -114,16 +115,14 @@ async def tail_stream(
     if first_page is not None:
         feed.prime(first_page, read_before_subscribing=True)
     held = None
-    ended_by = []  # why access was lost, once it is
-    restarting = []  # whether the process is stopping (end_all_tails)
+    ended_by = []  # why it was ended early (access lost, or the process stopping), once it is
 
     def revoke(kind: str) -> None:
         ended_by.append(kind)
         feed.interrupt()
 
     def restart() -> None:
-        restarting.append(True)
-        feed.interrupt()
+        revoke(STOPPING)
 
     if membership is not None:
         # Held as a viewer's: a lowered role still reads, only a removal ends the tail.
@@ -183,7 +182,7 @@ async def tail_stream(
             flow.release()
         if slot is not None:
             await asyncio.shield(slot.release())
-    if restarting and not ended_by:
+    if ended_by[:1] == [STOPPING]:
         # Mid-frame (``cut``), the frame's start is discarded by SSE when the stream ends:
         # nothing is added after it.
         if not cut:

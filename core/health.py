@@ -58,35 +58,45 @@ async def readyz(request):
     if server_loop.draining:
         return await _not_ready({"status": "shutting_down", "checks": checks}, request)
     if any(result != "ok" for result in checks.values()):
-        if not _passed[0] or _failing_too_long(checks):
+        if _tolerance.outage(checks):
             logger.warning("Not ready: %s", checks)
             return await _not_ready({"status": "unavailable", "checks": checks}, request)
         logger.warning("Degraded (still ready, within PARLEY_READY_TOLERANCE_SECONDS): %s", checks)
         return JsonResponse(await _for(request, {"status": "degraded", "checks": checks}))
-    _passed[0] = True
-    _failing_since.clear()
+    _tolerance.passed()
     return JsonResponse(await _for(request, {"status": "ready", "checks": checks}))
 
 
-# Whether every check has passed once in this process: until then a failing check is no blip
-# to wait out (a new process with a wrong address must never be sent work).
-_passed = [False]
-# When each check that fails now began to fail (the loop's clock), while it keeps failing.
-_failing_since: dict[str, float] = {}
+class _Tolerance:
+    """How long this process's failing checks have failed, every time they were made: a shared
+    dependency's restart or failover, which every process sees at once, is waited out for
+    PARLEY_READY_TOLERANCE_SECONDS rather than taking every process out of the balancer
+    together; but only once every check has passed here (a new process with a wrong address
+    must never be sent work)."""
+
+    def __init__(self):
+        self.ever_passed = False
+        self.failing_since: dict[str, float] = {}  # on the loop's clock
+
+    def passed(self) -> None:
+        self.ever_passed = True
+        self.failing_since.clear()
+
+    def outage(self, checks: dict[str, str]) -> bool:
+        """Whether failing ``checks`` make the process not ready."""
+        now = asyncio.get_running_loop().time()
+        for name, result in checks.items():
+            if result == "ok":
+                self.failing_since.pop(name, None)
+            else:
+                self.failing_since.setdefault(name, now)
+        tolerance = settings.PARLEY_READY_TOLERANCE_SECONDS
+        return not self.ever_passed or any(
+            now - since >= tolerance for since in self.failing_since.values()
+        )
 
 
-def _failing_too_long(checks: dict[str, str]) -> bool:
-    """Whether a check has failed, every time it was made, for PARLEY_READY_TOLERANCE_SECONDS:
-    a shared dependency's restart or failover, which every process sees at once, is waited
-    out rather than taking every process out of the balancer together."""
-    now = asyncio.get_running_loop().time()
-    for name, result in checks.items():
-        if result == "ok":
-            _failing_since.pop(name, None)
-        else:
-            _failing_since.setdefault(name, now)
-    tolerance = settings.PARLEY_READY_TOLERANCE_SECONDS
-    return any(now - since >= tolerance for since in _failing_since.values())
+_tolerance = _Tolerance()
 
 
 async def _for(request, body: dict) -> dict:
