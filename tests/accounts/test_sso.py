@@ -304,28 +304,26 @@ def test_with_password_sign_in_off_an_api_token_still_works(make_server, people)
         assert 'name="password"' not in browser.get("/login/").text
 
 
+def _django_setup(env: dict) -> subprocess.CompletedProcess:
+    """Django started with ``env``, as a process starting Parley would."""
+    return subprocess.run(
+        [sys.executable, "-c", "import django; django.setup()"],
+        cwd=Path(__file__).resolve().parents[2],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
 def test_password_sign_in_off_without_an_issuer_does_not_start():
     env = {**os.environ, "DJANGO_SETTINGS_MODULE": "config.settings", "PARLEY_PASSWORD_LOGIN": "0"}
     env.pop("PARLEY_OIDC_ISSUER", None)
     env.update(PARLEY_OIDC_CLIENT_ID="parley", PARLEY_OIDC_CLIENT_SECRET="secret")
-    started = subprocess.run(
-        [sys.executable, "-c", "import django; django.setup()"],
-        cwd=Path(__file__).resolve().parents[2],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    started = _django_setup(env)
     assert started.returncode != 0
     assert "PARLEY_OIDC_ISSUER" in started.stderr and "PARLEY_PASSWORD_LOGIN" in started.stderr
     # The same with an issuer starts: it is the missing issuer that stopped it.
     env["PARLEY_OIDC_ISSUER"] = "http://127.0.0.1:9"
-    started = subprocess.run(
-        [sys.executable, "-c", "import django; django.setup()"],
-        cwd=Path(__file__).resolve().parents[2],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    started = _django_setup(env)
     assert started.returncode == 0, started.stderr
