@@ -16,6 +16,7 @@ import websockets
 
 from tests.cluster.running import RunningCluster
 from tests.conftest import receive_json
+from tests.mcp_client import ACCEPT, open_raw_session, rpc_result
 
 pytestmark = pytest.mark.cluster
 
@@ -80,6 +81,24 @@ async def test_make_cluster_serves_everything_through_one_https_address_and_stop
             stored = (await client.get(f"/api/conversations/{cid}/events/")).json()["events"]
             assert ids[:-1] == [e["seq"] for e in stored if e["seq"] > after]
             assert stored[-1]["type"] == "turn.completed" and ids[-1] == stored[-1]["seq"]
+            # An MCP session's requests all reach the process that holds it, each on a new
+            # connection as a client may send them (without the proxy's stick table, balanced
+            # over two processes, some would be answered 404).
+            mcp_headers = {**headers, "Accept": ACCEPT}
+            async with httpx.AsyncClient(
+                base_url=url, verify=trusted, headers=mcp_headers, timeout=20
+            ) as opening:
+                session = await open_raw_session(opening)
+            for number in range(8):
+                async with httpx.AsyncClient(
+                    base_url=url, verify=trusted, headers=mcp_headers, timeout=20
+                ) as fresh:
+                    listed = await fresh.post(
+                        "/mcp/",
+                        json={"jsonrpc": "2.0", "id": number + 2, "method": "tools/list"},
+                        headers=session,
+                    )
+                assert rpc_result(listed)["tools"]
             # The operator's endpoint is not served through the proxy, however it is written.
             assert (await client.get("/metrics")).status_code == 404
             assert (await client.get("/%6Detrics")).status_code == 404
