@@ -69,21 +69,13 @@ services:
 	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends \
 	    postgresql pgbouncer redis-server haproxy >/dev/null; }
 
-# Every test on SQLite (the browser tests only here) and, at the same time, every test again on
-# PostgreSQL with the multi-process suite on PostgreSQL and Redis (each started for the run, on
-# loopback). The two passes share nothing: each has its own scratch folder, database and ports.
-# The SQLite pass prints as it goes; the PostgreSQL pass's output follows once both have ended.
-PG_LOG := test-artifacts/test-postgresql.log
+# Every test on SQLite and, at the same time, every test but the browser's again on PostgreSQL
+# (behind PgBouncer) with Redis, each started for the run on loopback: four passes at once, each
+# backend's split in two (see tests/passes.py). The passes share nothing. The first prints as it
+# goes; the others' output, also in test-artifacts/test-<pass>.log, follows once all have ended.
 test: $(VENV)/.installed-dev chromium services clients
 	$(BIN)/ruff check .
-	@mkdir -p test-artifacts
-	@$(BIN)/python -m ops.servers -- $(BIN)/pytest -p no:cacheprovider \
-	    -m "not browser and not sqlite and not once" > $(PG_LOG) 2>&1 & pg=$$!; \
-	  $(BIN)/pytest -m "not cluster and not postgresql"; sqlite=$$?; \
-	  wait $$pg; postgresql=$$?; \
-	  echo; echo "===== The PostgreSQL pass ($(PG_LOG)) ====="; cat $(PG_LOG); \
-	  echo "SQLite pass: exit $$sqlite; PostgreSQL pass: exit $$postgresql"; \
-	  [ $$sqlite = 0 ] && [ $$postgresql = 0 ]
+	$(BIN)/python -m tests.passes
 
 cluster: $(VENV)/.installed services
 	$(BIN)/python -m ops.cluster
