@@ -88,7 +88,7 @@ async def run(scratch: Path, quick: bool, *, Daphne, prepare_parley, percentile)
             context = await browser.new_context(viewport={"width": 1280, "height": 900})
             page = await context.new_page()
             await log_in(page, url)
-            for name, way in ways.items():  # once each, unmeasured: caches warm
+            for way in ways.values():  # once each, unmeasured: caches warm
                 await way(page, url, cid)
             for _ in range(opens):
                 for name, way in ways.items():
