@@ -75,6 +75,14 @@ def page_stage():
     return page
 
 
+def sidebar_stage():
+    """bench/sidebar.py, a conversation opened from the sidebar (imported as cluster_stage is)."""
+    cluster_stage()
+    from bench import sidebar
+
+    return sidebar
+
+
 def sockets_stage():
     """bench/sockets.py, thousands of sockets on one process (imported as cluster_stage is)."""
     cluster_stage()
@@ -696,6 +704,7 @@ async def main(quick: bool) -> dict:
         ("mcp", mcp_stage, "An outside agent over MCP: answer -> the agent has the result", 600),
         ("history", history_stage, "A long conversation opened in Chromium", 1200),
         ("page", page_stage, "A long answer streamed into the page in Chromium", 1200),
+        ("sidebar", sidebar_stage, "A conversation opened from the sidebar in Chromium", 600),
         ("sockets", sockets_stage, "Many sockets on one process", 1200),
         ("limits", limits_stage, "Stalled tails and rate limits", 1200),
     )
@@ -846,6 +855,8 @@ def report(results: dict) -> str:
         lines += ["", *history_stage().report(results["history"])]
     if "page" in results:
         lines += ["", *page_stage().report(results["page"])]
+    if "sidebar" in results:
+        lines += ["", *sidebar_stage().report(results["sidebar"])]
     if "sockets" in results:
         lines += ["", *sockets_stage().report(results["sockets"])]
     if "limits" in results:

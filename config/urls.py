@@ -24,6 +24,7 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     path("api/", include("conversations.urls")),
     path("api/", include("selection.urls")),
+    path("api/", include("activity.urls")),
     path("", include("reach.urls")),
     path("", include("accounts.urls")),
     path("api/schema/", SchemaView.as_view(), name="api-schema"),

@@ -29,6 +29,18 @@ class EventType(models.TextChoices):
     TURN_CANCELLED = "turn.cancelled"
 
 
+# The events that are messages, as people count what is new in a conversation (its unread count):
+# inputs, the agent's completed messages, questions and their answers; never the deltas.
+MESSAGE_EVENT_TYPES = frozenset(
+    {
+        EventType.TURN_STARTED.value,
+        EventType.TURN_STEERED.value,
+        EventType.MESSAGE_COMPLETED.value,
+        EventType.SELECTION_REQUESTED.value,
+        EventType.SELECTION_RESOLVED.value,
+    }
+)
+
 # Every turn ends with exactly one of these, last.
 TERMINAL_EVENT_TYPES = frozenset(
     {EventType.TURN_COMPLETED.value, EventType.TURN_FAILED.value, EventType.TURN_CANCELLED.value}

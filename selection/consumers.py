@@ -5,7 +5,10 @@ answer, and how many are addressed to them), and again whenever that may have ch
 sends ``{"type": "notice", ...}`` for what deserves a browser notification: a question they may
 answer was asked (``asked``, with ``addressed`` when it names them), they were reminded of one
 (``reminded``), one was escalated to them as an owner (``escalated``), or a turn they started
-ended (``turn_ended``). The news comes from the workspaces' groups on the channel layer (see
+ended (``turn_ended``). And ``{"type": "activity", "kind", "conversation"}`` whenever a
+conversation of theirs changed in a way their lists show (created, renamed, archived or deleted,
+a message stored, a question asked or settled, a turn ended, or marked seen by them). The news
+comes from the workspaces' groups on the channel layer (see
 conversations.notices), so it reaches the person whichever process served the change; counts
 and details are always read from the database.
 """
@@ -31,6 +34,9 @@ CLOSE_SERVICE_RESTART = 1012
 CLOSE_ACCESS_CHANGED = 4409
 # The kinds of question notices that name the people they are for.
 ADDRESSED_KINDS = ("reminded", "escalated")
+# Notices that change no count of what waits: a conversation come, changed or gone, a message
+# stored, one marked seen (see the activity app, whose lists read the rest from the database).
+LIST_ONLY_KINDS = ("conversation", "activity", "seen")
 
 
 def _memberships(user) -> list[tuple[int, str]]:
@@ -129,6 +135,13 @@ class PersonConsumer(GuardedConsumer):
     async def people_notice(self, message):
         notice = message["notice"]
         kind = notice.get("kind")
+        if "conversation" in notice and (kind != "seen" or notice.get("user") == self.user.pk):
+            # The lists of the person's pages (the sidebar, home) read again what changed.
+            await self.send_json(
+                {"type": "activity", "kind": kind, "conversation": notice["conversation"]}
+            )
+        if kind in LIST_ONLY_KINDS:
+            return
         self.recount()
         if kind == "turn_ended":
             if notice.get("started_by") == self.user.pk:

@@ -1,6 +1,7 @@
 """Dependencies point one way: no import cycle between files, and the apps' rules.
 
-Every module of config/, core/, conversations/, selection/, reach/, external/ and accounts/ is
+Every module of config/, core/, conversations/, selection/, activity/, reach/, external/ and
+accounts/ is
 parsed (not imported), and every import in it counts, at any depth: at the top, inside a function,
 under ``TYPE_CHECKING``. An import of ``a.b.c`` also runs ``a/__init__`` and ``a/b/__init__``, so
 it depends on them too (but for a module inside ``a.b``, which ``a/b/__init__`` may gather).
@@ -11,7 +12,16 @@ import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-PACKAGES = ("config", "core", "conversations", "selection", "reach", "external", "accounts")
+PACKAGES = (
+    "config",
+    "core",
+    "conversations",
+    "selection",
+    "activity",
+    "reach",
+    "external",
+    "accounts",
+)
 
 
 def _module_name(path: Path) -> str:
@@ -147,7 +157,15 @@ def _edges(graph, source_prefix: str, target_prefix: str) -> list[str]:
 def test_core_imports_no_app():
     # The platform names no conversation, question or turn: it serves the apps, never the reverse.
     graph = import_graph()
-    for app in ("config", "conversations", "selection", "reach", "external", "accounts"):
+    for app in (
+        "config",
+        "conversations",
+        "selection",
+        "activity",
+        "reach",
+        "external",
+        "accounts",
+    ):
         assert _edges(graph, "core", app) == []
 
 
@@ -156,11 +174,20 @@ def test_conversations_never_imports_selection():
     assert _edges(import_graph(), "conversations", "selection") == []
 
 
+def test_nothing_below_the_activity_app_imports_it():
+    # What people have seen sits above the conversations and their questions: the person's
+    # socket forwards coarse notices, and the sidebar reads its list over REST.
+    graph = import_graph()
+    for below in ("core", "conversations", "selection"):
+        assert _edges(graph, below, "activity") == []
+    assert _edges(graph, "config", "activity") == []
+
+
 def test_only_the_asgi_entry_point_imports_the_external_app():
     # Outside agents sit on top: nothing below them knows they exist (their agent is loaded by
     # name, from settings).
     graph = import_graph()
-    for below in ("conversations", "selection", "reach"):
+    for below in ("conversations", "selection", "activity", "reach"):
         assert _edges(graph, below, "external") == []
     assert _edges(graph, "config", "external") == [
         "config.asgi -> external",
@@ -172,7 +199,7 @@ def test_nothing_below_the_reach_app_imports_it():
     # Questions reach people through selection.announcing, which the reach app fills: the apps
     # below never know it exists, and outside agents never send anything themselves.
     graph = import_graph()
-    for below in ("conversations", "selection", "external"):
+    for below in ("conversations", "selection", "activity", "external"):
         assert _edges(graph, below, "reach") == []
     assert _edges(graph, "config", "reach") == []
 
@@ -181,7 +208,7 @@ def test_nothing_below_the_accounts_app_imports_it():
     # Who people are and how they get in sits above the apps it grants access to: the token
     # lookup is named in settings (PARLEY_TOKEN_LOOKUP), and revocation asks it through a hook.
     graph = import_graph()
-    for below in ("conversations", "selection", "reach", "external"):
+    for below in ("conversations", "selection", "activity", "reach", "external"):
         assert _edges(graph, below, "accounts") == []
     # The site's login page is the accounts app's (single sign-on beside the password).
     assert _edges(graph, "config", "accounts") == [

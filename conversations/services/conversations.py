@@ -13,6 +13,7 @@ from core.errors import ApplicationError, forbidden, not_found
 
 from ..agents import agent_models
 from ..models import Conversation, Membership, Turn, Workspace
+from ..notices import people_notify
 
 # A conversation's title, as its column holds it.
 MAX_TITLE_CHARS = Conversation._meta.get_field("title").max_length
@@ -40,9 +41,11 @@ def conversation_create(
                 "invalid",
                 f"model: the agent '{agent}' offers no model '{model}'; it offers {choices}.",
             )
-    return Conversation.objects.create(
+    conversation = Conversation.objects.create(
         workspace=workspace, title=title[:200], agent=agent, model=model, created_by=user
     )
+    _tell_people(conversation)
+    return conversation
 
 
 @dataclass(frozen=True)
@@ -66,6 +69,14 @@ def conversation_rights(
     owner = role == Membership.Role.OWNER
     started_it = conversation.created_by_id is not None and conversation.created_by_id == user.pk
     return ConversationRights(rename=owner or started_it, archive=owner or started_it, delete=owner)
+
+
+def _tell_people(conversation: Conversation) -> None:
+    """The workspace's people see it come, change or go in their lists without a reload."""
+    people_notify(
+        workspace_id=conversation.workspace_id,
+        notice={"kind": "conversation", "conversation": conversation.pk},
+    )
 
 
 def _refuse(role: str | None, doing: str, who: str) -> ApplicationError:
@@ -114,6 +125,7 @@ def conversation_update(
     # Only these columns: the row's counter and activity belong to append_events.
     Conversation.objects.filter(pk=conversation.pk).update(**changes)
     conversation.refresh_from_db(fields=["title", "archived_at"])
+    _tell_people(conversation)
     return conversation
 
 
@@ -148,3 +160,4 @@ def conversation_delete(*, conversation: Conversation, user, role: str) -> None:
                 extra={"turn": active},
             )
         locked.delete()
+        _tell_people(conversation)

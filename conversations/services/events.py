@@ -10,8 +10,9 @@ from django.db.models.functions import Greatest
 from django.utils import timezone
 
 from ..broadcast import hub
-from ..events import Frame, FrameEncoder, encode
+from ..events import MESSAGE_EVENT_TYPES, Frame, FrameEncoder, encode
 from ..models import Conversation, TurnEvent, TurnStep
+from ..notices import people_notify
 from .ownership import claim_owned_turn
 
 # An event to append: its type and data. It is stamped when it is recorded.
@@ -64,9 +65,9 @@ def append_events(*, conversation_id: str, turn_id: str, events: list[EventSpec]
         last_seq=F("last_seq") + count,
         last_activity_at=Greatest("last_activity_at", Value(timezone.now(), DateTimeField())),
     )
-    last, recorded_at = (
+    last, recorded_at, workspace_id = (
         Conversation.objects.filter(pk=conversation_id)
-        .values_list("last_seq", "last_activity_at")
+        .values_list("last_seq", "last_activity_at", "workspace_id")
         .get()
     )
     first = last - count + 1
@@ -79,6 +80,13 @@ def append_events(*, conversation_id: str, turn_id: str, events: list[EventSpec]
         frames.append(encoder.frame(seq, type_, turn_id, recorded_at, data_json))
     _insert_rows(TurnEvent, _EVENT_COLUMNS, rows)
     transaction.on_commit(partial(hub.publish, conversation_id, frames))
+    if any(type_ in MESSAGE_EVENT_TYPES for type_, _ in events):
+        # One notice per batch that holds a message, never per delta: the sidebars and home
+        # lists of the workspace's people read again what changed (see activity).
+        people_notify(
+            workspace_id=workspace_id,
+            notice={"kind": "activity", "conversation": conversation_id, "seq": last},
+        )
     return frames
 
 

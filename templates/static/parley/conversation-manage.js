@@ -174,6 +174,12 @@ function manageHeader(block) {
     title = next;
   }
 
+  // Renamed by someone else (or in another tab): the sidebar's fresh list says so.
+  window.addEventListener("parley:conversations", ({ detail: conversations }) => {
+    const mine = conversations.find((conversation) => conversation.id === id);
+    if (mine && mine.title !== title && !block.querySelector(".title-editor")) showTitle(mine.title);
+  });
+
   buttons.rename.addEventListener("click", () => {
     actions.hidden = true;
     editTitle({

@@ -1,7 +1,10 @@
 // The home list, made livelier: each row's Rename (in place), Archive / Unarchive and Delete
 // (asked in a dialog), for the people allowed (the server renders only their controls), and
-// latest activity kept in words ("5 minutes ago") while the page stays open. Reading, search
-// and paging are plain links and forms, and work without it.
+// latest activity kept in words ("5 minutes ago") while the page stays open. Live too: as the
+// sidebar reads the person's conversations again (a `parley:conversations` event, see
+// sidebar.js), rows take their new titles and running markers, new conversations join the
+// first page, and each list re-sorts by latest activity. Reading, search and paging are plain
+// links and forms, and work without it.
 
 import { configureApi } from "./api.js";
 import {
@@ -182,3 +185,80 @@ function refreshActivity() {
 }
 
 setInterval(refreshActivity, 30_000);
+
+// Live. --------------------------------------------------------------------------------------
+
+const pagedOrSearched = searching || archivedView || query.has("page");
+
+function showTurn(row, conversation) {
+  for (const pill of row.querySelectorAll(".pill-running, .pill-awaiting_input, .pill-queued")) pill.remove();
+  const status = conversation.active_turn_status;
+  if (!status) return;
+  const words = status === "awaiting_input" ? "waiting for an answer" : "running";
+  row.querySelector(".conversation-row-main").append(h("span", { class: `pill pill-${status}` }, words));
+}
+
+function newRow(conversation) {
+  const time = h("time", { class: "conversation-activity", datetime: conversation.last_activity_at });
+  return h(
+    "li",
+    {
+      class: "conversation-row",
+      "data-conversation": conversation.id,
+      "data-title": conversation.title,
+      "data-archived": "false",
+    },
+    h(
+      "div",
+      { class: "conversation-row-main" },
+      h("a", { class: "conversation-link", href: `/conversations/${encodeURIComponent(conversation.id)}/` }, conversation.title),
+      h("span", { class: "pill pill-archived", hidden: true }, "archived"),
+    ),
+    h("div", { class: "conversation-row-meta muted" }, time),
+  );
+}
+
+function listOf(workspaceSlug) {
+  const section = document.getElementById(`ws-${workspaceSlug}`)?.closest("section");
+  if (!section) return null;
+  let rows = section.querySelector(".conversation-list");
+  if (!rows) {
+    rows = h("ul", { class: "conversation-list" });
+    const empty = [...section.children].find((child) => child.matches("p.muted"));
+    if (empty) empty.replaceWith(rows);
+    else section.append(rows);
+  }
+  return rows;
+}
+
+function newestFirst(rows) {
+  const sorted = [...rows.children].sort(
+    (a, b) => Date.parse(b.querySelector("time")?.dateTime || 0) - Date.parse(a.querySelector("time")?.dateTime || 0),
+  );
+  if (sorted.some((row, index) => row !== rows.children[index])) rows.append(...sorted);
+}
+
+window.addEventListener("parley:conversations", ({ detail: conversations }) => {
+  const touched = new Set();
+  for (const conversation of conversations) {
+    let row = home.querySelector(`.conversation-row[data-conversation="${CSS.escape(conversation.id)}"]`);
+    if (!row) {
+      if (pagedOrSearched) continue;
+      const rows = listOf(conversation.workspace);
+      if (!rows) continue;
+      row = newRow(conversation);
+      rows.append(row);
+    }
+    if (row.dataset.title !== conversation.title && !row.querySelector(".title-editor")) {
+      row.dataset.title = conversation.title;
+      row.querySelector(".conversation-link").textContent = conversation.title;
+      labelControls(row);
+    }
+    row.querySelector("time.conversation-activity")?.setAttribute("datetime", conversation.last_activity_at);
+    showTurn(row, conversation);
+    touched.add(row.parentElement);
+  }
+  // A search keeps its own order (the server's); the lists re-sort by latest activity.
+  if (!searching) for (const rows of touched) newestFirst(rows);
+  refreshActivity();
+});

@@ -126,10 +126,15 @@ const socket = new ReconnectingSocket({
       showCount(frame);
     } else if (frame.type === "notice") {
       notify(frame);
+    } else if (frame.type === "activity") {
+      // A conversation's place in the person's lists changed: the sidebar reads them again.
+      window.dispatchEvent(new CustomEvent("parley:activity", { detail: frame }));
     }
   },
   onConnect() {
     state.connections += 1;
+    // After a reconnect, what may have changed meanwhile (a workspace left, missed notices).
+    window.dispatchEvent(new CustomEvent("parley:activity", { detail: { kind: "connected" } }));
   },
   stopOn: [UNAUTHENTICATED], // signed out: the page's next request says so
 });
