@@ -80,6 +80,7 @@ INSTALLED_APPS = [
     "channels",
     "conversations",
     "selection",
+    "search",
     "external",
     "reach",
     "accounts",

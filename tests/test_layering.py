@@ -1,9 +1,10 @@
 """Dependencies point one way: no import cycle between files, and the apps' rules.
 
-Every module of config/, core/, conversations/, selection/, reach/, external/ and accounts/ is
-parsed (not imported), and every import in it counts, at any depth: at the top, inside a function,
-under ``TYPE_CHECKING``. An import of ``a.b.c`` also runs ``a/__init__`` and ``a/b/__init__``, so
-it depends on them too (but for a module inside ``a.b``, which ``a/b/__init__`` may gather).
+Every module of config/, core/, conversations/, selection/, search/, reach/, external/ and
+accounts/ is parsed (not imported), and every import in it counts, at any depth: at the top,
+inside a function, under ``TYPE_CHECKING``. An import of ``a.b.c`` also runs ``a/__init__`` and
+``a/b/__init__``, so it depends on them too (but for a module inside ``a.b``, which
+``a/b/__init__`` may gather).
 """
 
 import ast
@@ -11,7 +12,16 @@ import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-PACKAGES = ("config", "core", "conversations", "selection", "reach", "external", "accounts")
+PACKAGES = (
+    "config",
+    "core",
+    "conversations",
+    "selection",
+    "search",
+    "reach",
+    "external",
+    "accounts",
+)
 
 
 def _module_name(path: Path) -> str:
@@ -147,7 +157,7 @@ def _edges(graph, source_prefix: str, target_prefix: str) -> list[str]:
 def test_core_imports_no_app():
     # The platform names no conversation, question or turn: it serves the apps, never the reverse.
     graph = import_graph()
-    for app in ("config", "conversations", "selection", "reach", "external", "accounts"):
+    for app in ("config", "conversations", "selection", "search", "reach", "external", "accounts"):
         assert _edges(graph, "core", app) == []
 
 
@@ -165,6 +175,18 @@ def test_only_the_asgi_entry_point_imports_the_external_app():
     assert _edges(graph, "config", "external") == [
         "config.asgi -> external",
         "config.asgi -> external.server",
+    ]
+
+
+def test_nothing_below_the_search_app_imports_it():
+    # The event log indexes what it stores through conversations.hooks.index, which the search
+    # app fills; only the URLs name its edges.
+    graph = import_graph()
+    for below in ("conversations", "selection"):
+        assert _edges(graph, below, "search") == []
+    assert _edges(graph, "config", "search") == [
+        "config.urls -> search",
+        "config.urls -> search.pages",
     ]
 
 
