@@ -218,3 +218,29 @@ def test_the_rest_endpoint_answers_the_same_and_refuses_bad_input_in_json(server
         assert dave.get("/api/search/", params={"q": "deploy"}).json()["results"] == []
     with server.client() as nobody:
         assert nobody.get("/api/search/", params={"q": "deploy"}).status_code == 401
+
+
+def test_an_answer_is_found_by_its_option_label_as_people_read_it(people, conversation):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from selection.models import Selection
+
+    turn = stored_turn(conversation, people.alice.user, "Pick a database")
+    question = Selection.objects.create(
+        conversation=conversation,
+        turn=turn,
+        ordinal=1,
+        kind=Selection.Kind.CHOICE,
+        prompt="Which database?",
+        options=[{"value": "pg", "label": "PostgreSQL"}, {"value": "lite", "label": "SQLite"}],
+        expires_at=timezone.now() + timedelta(minutes=5),
+    )
+    answered = {"selection": question.pk, "answer": "pg", "answered_by": person(people.bob.user)}
+    store(turn, [("selection.resolved", answered)])
+    found = search_entries(user=people.alice.user, query="postgresql")["results"]
+    assert [(r["type"], r["who"], r["snippet"]["text"]) for r in found] == [
+        ("selection.resolved", "Bob", "PostgreSQL")
+    ]
+    assert search_entries(user=people.alice.user, query="pg")["results"] == []
