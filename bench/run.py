@@ -51,6 +51,13 @@ def mcp_stage():
     return outside
 
 
+def search_stage():
+    """bench/search.py, search on 100,000 stored messages (imported as history_stage is)."""
+    from bench import search
+
+    return search
+
+
 def history_stage():
     """bench/history.py, a long conversation opened in Chromium (imported as cluster_stage is)."""
     cluster_stage()
@@ -703,6 +710,7 @@ async def main(quick: bool) -> dict:
     stages = (
         ("mcp", mcp_stage, "An outside agent over MCP: answer -> the agent has the result", 600),
         ("history", history_stage, "A long conversation opened in Chromium", 1200),
+        ("search", search_stage, "Search on 100,000 stored messages", 1800),
         ("page", page_stage, "A long answer streamed into the page in Chromium", 1200),
         ("sidebar", sidebar_stage, "A conversation opened from the sidebar in Chromium", 600),
         ("sockets", sockets_stage, "Many sockets on one process", 1200),
@@ -853,6 +861,8 @@ def report(results: dict) -> str:
         lines += ["", *mcp_stage().report(results["mcp"])]
     if "history" in results:
         lines += ["", *history_stage().report(results["history"])]
+    if "search" in results:
+        lines += ["", *search_stage().report(results["search"])]
     if "page" in results:
         lines += ["", *page_stage().report(results["page"])]
     if "sidebar" in results:

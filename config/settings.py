@@ -81,6 +81,7 @@ INSTALLED_APPS = [
     "conversations",
     "selection",
     "activity",
+    "search",
     "external",
     "reach",
     "accounts",

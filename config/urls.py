@@ -9,6 +9,7 @@ from accounts import sso_pages
 from conversations import pages
 from core import health
 from core.api import DocsView, SchemaView
+from search.pages import search_page
 from selection.pages import answer_link_page, waiting_page
 
 urlpatterns = [
@@ -16,6 +17,7 @@ urlpatterns = [
     path("conversations/new/", pages.conversation_new, name="conversation-new"),
     path("conversations/<str:conversation_id>/", pages.conversation_page, name="conversation"),
     path("waiting/", waiting_page, name="waiting"),
+    path("search/", search_page, name="search"),
     path("answer/<str:selection_id>/", answer_link_page, name="answer-link"),
     # The login pages, the site's and the admin's, with single sign-on and the password switch.
     path("login/", sso_pages.LoginView.as_view(), name="login"),
@@ -25,6 +27,7 @@ urlpatterns = [
     path("api/", include("conversations.urls")),
     path("api/", include("selection.urls")),
     path("api/", include("activity.urls")),
+    path("api/", include("search.urls")),
     path("", include("reach.urls")),
     path("", include("accounts.urls")),
     path("api/schema/", SchemaView.as_view(), name="api-schema"),

@@ -8,7 +8,8 @@ Channels' layers let an app plug in:
 
 - ``turns`` is filled by the conversations app with its turn runtime
   (:class:`conversations.runtime.runner.TurnRunner`);
-- ``questions`` is filled by the selection app (:class:`selection.hooks.TurnQuestions`).
+- ``questions`` is filled by the selection app (:class:`selection.hooks.TurnQuestions`);
+- ``index`` is filled by the search app (:class:`search.indexing.EventIndex`).
 """
 
 from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
@@ -103,5 +104,17 @@ class Questions(Protocol):
         ApplicationError as the REST reply does."""
 
 
+class EventIndex(Protocol):
+    """The search index, as the event log sees it (the search app provides it)."""
+
+    types: frozenset[str]
+    """The event types it indexes: the event log hands it only these."""
+
+    def store(self, *, conversation_id: str, events: list[tuple[int, str, dict]], created_at):
+        """Inside the transaction that stores them: index these events (seq, type, data) of one
+        conversation, stored at ``created_at``."""
+
+
 turns: Hook[Turns] = Hook("the turn runtime")
 questions: Hook[Questions] = Hook("the questions turns ask")
+index: Hook[EventIndex] = Hook("the search index")

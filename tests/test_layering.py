@@ -1,10 +1,10 @@
 """Dependencies point one way: no import cycle between files, and the apps' rules.
 
-Every module of config/, core/, conversations/, selection/, activity/, reach/, external/ and
-accounts/ is
-parsed (not imported), and every import in it counts, at any depth: at the top, inside a function,
-under ``TYPE_CHECKING``. An import of ``a.b.c`` also runs ``a/__init__`` and ``a/b/__init__``, so
-it depends on them too (but for a module inside ``a.b``, which ``a/b/__init__`` may gather).
+Every module of config/, core/, conversations/, selection/, activity/, search/, reach/, external/
+and accounts/ is parsed (not imported), and every import in it counts, at any depth: at the top,
+inside a function, under ``TYPE_CHECKING``. An import of ``a.b.c`` also runs ``a/__init__`` and
+``a/b/__init__``, so it depends on them too (but for a module inside ``a.b``, which
+``a/b/__init__`` may gather).
 """
 
 import ast
@@ -18,6 +18,7 @@ PACKAGES = (
     "conversations",
     "selection",
     "activity",
+    "search",
     "reach",
     "external",
     "accounts",
@@ -162,6 +163,7 @@ def test_core_imports_no_app():
         "conversations",
         "selection",
         "activity",
+        "search",
         "reach",
         "external",
         "accounts",
@@ -187,7 +189,7 @@ def test_only_the_asgi_entry_point_imports_the_external_app():
     # Outside agents sit on top: nothing below them knows they exist (their agent is loaded by
     # name, from settings).
     graph = import_graph()
-    for below in ("conversations", "selection", "activity", "reach"):
+    for below in ("conversations", "selection", "activity", "search", "reach"):
         assert _edges(graph, below, "external") == []
     assert _edges(graph, "config", "external") == [
         "config.asgi -> external",
@@ -195,11 +197,23 @@ def test_only_the_asgi_entry_point_imports_the_external_app():
     ]
 
 
+def test_nothing_below_the_search_app_imports_it():
+    # The event log indexes what it stores through conversations.hooks.index, which the search
+    # app fills; only the URLs name its edges.
+    graph = import_graph()
+    for below in ("conversations", "selection"):
+        assert _edges(graph, below, "search") == []
+    assert _edges(graph, "config", "search") == [
+        "config.urls -> search",
+        "config.urls -> search.pages",
+    ]
+
+
 def test_nothing_below_the_reach_app_imports_it():
     # Questions reach people through selection.announcing, which the reach app fills: the apps
     # below never know it exists, and outside agents never send anything themselves.
     graph = import_graph()
-    for below in ("conversations", "selection", "activity", "external"):
+    for below in ("conversations", "selection", "activity", "search", "external"):
         assert _edges(graph, below, "reach") == []
     assert _edges(graph, "config", "reach") == []
 

@@ -9,6 +9,7 @@ from django.db.models import DateTimeField, F, Value
 from django.db.models.functions import Greatest
 from django.utils import timezone
 
+from .. import hooks
 from ..broadcast import hub
 from ..events import MESSAGE_EVENT_TYPES, Frame, FrameEncoder, encode
 from ..models import Conversation, TurnEvent, TurnStep
@@ -79,6 +80,14 @@ def append_events(*, conversation_id: str, turn_id: str, events: list[EventSpec]
         rows.append((conversation_id, turn_id, seq, type_, data_json, stored_at))
         frames.append(encoder.frame(seq, type_, turn_id, recorded_at, data_json))
     _insert_rows(TurnEvent, _EVENT_COLUMNS, rows)
+    # What people said, asked and answered is indexed for search in this same transaction.
+    index = hooks.index.get()
+    if searched := [
+        (seq, type_, data)
+        for seq, (type_, data) in enumerate(events, start=first)
+        if type_ in index.types
+    ]:
+        index.store(conversation_id=conversation_id, events=searched, created_at=recorded_at)
     transaction.on_commit(partial(hub.publish, conversation_id, frames))
     if any(type_ in MESSAGE_EVENT_TYPES for type_, _ in events):
         # One notice per batch that holds a message, never per delta: the sidebars and home

@@ -214,6 +214,8 @@ export class Transcript {
   }
 
   apply(event) {
+    // Each entry placed while applying it carries its seq (see placed): permalink.js finds it.
+    this.seq = event.seq;
     this.scheduleRender();
     const turn = this.turn(event);
     const data = event.data || {};
@@ -292,6 +294,7 @@ export class Transcript {
   // counted for a reader who is further up. `anchor` is where a separator would go (the turn
   // itself for its first entry, so that days separate turns rather than sit inside them).
   placed(element, ts, anchor = element) {
+    element.dataset.seq = this.seq;
     const key = dayKey(ts);
     if (key && key !== this.lastDay) {
       this.lastDay = key;
