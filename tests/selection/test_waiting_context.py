@@ -2,29 +2,15 @@
 as /api/waiting/ gives it: the right words for each question, cut sensibly, read in the same two
 queries however many questions wait."""
 
-from datetime import timedelta
-
 import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
-from django.utils import timezone
 
 from selection.models import Selection
 from selection.selectors import CONTEXT_CHARS, waiting_for
-from tests.helpers import message_events, started, store, stored_turn
+from tests.helpers import message_events, started, store, stored_turn, waiting_question
 
 pytestmark = pytest.mark.django_db
-
-
-def waiting_question(turn, ordinal: int, prompt: str) -> Selection:
-    return Selection.objects.create(
-        conversation_id=turn.conversation_id,
-        turn=turn,
-        ordinal=ordinal,
-        kind=Selection.Kind.TEXT,
-        prompt=prompt,
-        expires_at=timezone.now() + timedelta(hours=1),
-    )
 
 
 def test_each_waiting_question_comes_with_what_led_to_it_in_two_queries(
