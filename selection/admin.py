@@ -183,8 +183,8 @@ class AnswerForm(forms.Form):
         schema = self.selection.schema
         required = set(schema.get("required", []))
         return {
-            name: schema_field(name, spec, name in required)
-            for name, spec in schema["properties"].items()
+            name: schema_field(name, schema["properties"][name], name in required)
+            for name in self.selection.form_field_names()
         }
 
     def _form_answer(self, data):

@@ -123,7 +123,9 @@ class WaitingApi(APIView):
         results = serializers.ListField(
             child=serializers.DictField(),
             help_text="Each question (as everywhere) with `workspace`, `conversation_title`, "
-            "`started_by` (who started its turn) and `role` (yours there)",
+            "`started_by` (who started its turn), what led to it (`turn_input`: its turn's "
+            "input; `agent_said`: the agent's last message before it in that turn, or null; "
+            "each cut to 300 characters) and `role` (yours there)",
         )
 
     @extend_schema(
@@ -131,7 +133,8 @@ class WaitingApi(APIView):
         summary="What waits for you: every pending question you may answer, everywhere",
         description="Anyone signed in: `count` pending questions you may answer, `for_me` how "
         "many are addressed to you, and `results`, each question with where it was asked "
-        "(`workspace`, `conversation_title`, `started_by`) and your `role` there.",
+        "(`workspace`, `conversation_title`, `started_by`), what led to it (`turn_input`, "
+        "`agent_said`) and your `role` there. Two database queries, however many questions.",
     )
     def get(self, request):
         results = selectors.waiting_for(user=request.user)

@@ -58,6 +58,9 @@ class Selection(models.Model):
     root = models.CharField(max_length=1024, blank=True)
     # form: a flat JSON schema (the subset MCP elicitation allows).
     schema = models.JSONField(null=True, blank=True)
+    # Its fields' names in the order the question defined them: PostgreSQL's jsonb keeps no key
+    # order, so the schema alone cannot say it (see form_field_names).
+    field_order = models.JSONField(default=list, blank=True, editable=False)
     addressee = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
@@ -155,13 +158,26 @@ class Selection(models.Model):
             return f"“{answer}”"
         if self.kind == self.Kind.FORM and isinstance(answer, dict):
             fields = (self.schema or {}).get("properties", {})
-            # By field name: the same on every database (PostgreSQL's jsonb keeps no key order).
+            # In the form's order (any name it does not know after, by name).
+            order = [name for name in self.form_field_names() if name in answer]
+            order += sorted(set(answer) - set(order))
             return "; ".join(
                 f"{fields.get(name, {}).get('title') or name}: "
-                + (("yes" if value else "no") if isinstance(value, bool) else str(value))
-                for name, value in sorted(answer.items())
+                + (
+                    ("yes" if answer[name] else "no")
+                    if isinstance(answer[name], bool)
+                    else str(answer[name])
+                )
+                for name in order
             )
         return str(answer)
+
+    def form_field_names(self) -> list[str]:
+        """A form question's field names in the order it defined them (a question stored before
+        that order was kept: as its schema gives them)."""
+        properties = list((self.schema or {}).get("properties", {}))
+        kept = [name for name in self.field_order if name in properties]
+        return kept + [name for name in properties if name not in kept]
 
     def outcome(self) -> dict:
         """What its agent is told once it is settled: status, answer, and who answered."""

@@ -2,9 +2,11 @@
 
 import logging
 
-from django.db.models import Case, Count, Q, QuerySet, Value, When
+from django.db.models import Case, Count, OuterRef, Q, QuerySet, Subquery, Value, When
+from django.db.models.fields.json import KT
+from django.db.models.functions import Substr
 
-from conversations.models import Membership
+from conversations.models import Membership, TurnEvent
 from core.people import person
 
 from .models import Selection
@@ -101,14 +103,50 @@ def waiting_count(*, user) -> dict:
     )
 
 
+# How much of a question's context "Waiting for you" shows: the input that started its turn and
+# the agent's last words before it, each cut (at a word) to this many characters; the database
+# sends a little more, so that a cut is known.
+CONTEXT_CHARS = 300
+
+
+def _context_text(text: str | None) -> str | None:
+    """``text`` cut to CONTEXT_CHARS, at a space if one is near, ending with "…" if cut."""
+    text = (text or "").strip()
+    if len(text) <= CONTEXT_CHARS:
+        return text or None
+    cut = text[: CONTEXT_CHARS - 1]
+    space = cut.rfind(" ")
+    return (cut[:space] if space > CONTEXT_CHARS * 2 // 3 else cut).rstrip() + "…"
+
+
 def waiting_for(*, user) -> list[dict]:
     """What the "Waiting for you" page lists: each pending question the person may answer, as
-    its payload with where it was asked (workspace, conversation, who started the turn) and
-    the person's role there, addressed to them first, then the oldest first."""
+    its payload with where it was asked (workspace, conversation, who started the turn), what
+    led to it (``turn_input``: the turn's input; ``agent_said``: the agent's last message in
+    the turn before it, or None) and the person's role there, addressed to them first, then
+    the oldest first. Two queries, however many questions."""
     roles = dict(Membership.objects.filter(user=user).values_list("workspace_id", "role"))
-    selections = selections_answerable_by(
-        user=user, status=Selection.Status.PENDING
-    ).select_related("conversation__workspace", "turn__started_by")
+    # The question's row is written after the messages before it (the turn's events are
+    # written out before it asks), so its time bounds them.
+    last_words = (
+        TurnEvent.objects.filter(
+            turn=OuterRef("turn"),
+            type=TurnEvent.Type.MESSAGE_COMPLETED,
+            created_at__lte=OuterRef("created_at"),
+        )
+        .order_by("-seq")
+        .annotate(head=Substr(KT("data__text"), 1, CONTEXT_CHARS + 20))
+        .values("head")[:1]
+    )
+    selections = (
+        selections_answerable_by(user=user, status=Selection.Status.PENDING)
+        .select_related("conversation__workspace", "turn__started_by")
+        .defer("turn__input")
+        .annotate(
+            input_head=Substr("turn__input", 1, CONTEXT_CHARS + 20),
+            agent_head=Subquery(last_words),
+        )
+    )
     return [
         {
             **selection.to_payload(),
@@ -118,6 +156,8 @@ def waiting_for(*, user) -> list[dict]:
             },
             "conversation_title": selection.conversation.title,
             "started_by": person(selection.turn.started_by),
+            "turn_input": _context_text(selection.input_head) or "",
+            "agent_said": _context_text(selection.agent_head),
             "role": roles[selection.conversation.workspace_id],
         }
         for selection in selections

@@ -80,6 +80,8 @@ def selection_request(
                 if escalate
                 else None
             ),
+            # The form's fields in the order the question gave them (jsonb would lose it).
+            field_order=list((fields.get("schema") or {}).get("properties", {})),
             **fields,
         )
         append_events(

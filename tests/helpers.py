@@ -11,6 +11,7 @@ import socket
 import threading
 import time
 from contextlib import contextmanager
+from datetime import timedelta
 
 import httpx
 import httpx_sse
@@ -27,6 +28,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from conversations import services
 from conversations.models import Membership, Turn
 from core.people import person
+from selection.models import Selection
 from tests.conftest import all_events, log_in, receive_json, wait_for_turn_end
 
 # Conversations, turns and questions, over a live server's REST API -------------------------------
@@ -716,6 +718,18 @@ def started(turn: Turn) -> tuple[str, dict]:
 
 def message_events(text: str) -> list[tuple[str, dict]]:
     return [("message.delta", {"text": text}), ("message.completed", {"text": text})]
+
+
+def waiting_question(turn: Turn, ordinal: int, prompt: str) -> Selection:
+    """A text question left pending in a stored turn (for "Waiting for you"), due in an hour."""
+    return Selection.objects.create(
+        conversation_id=turn.conversation_id,
+        turn=turn,
+        ordinal=ordinal,
+        kind=Selection.Kind.TEXT,
+        prompt=prompt,
+        expires_at=timezone.now() + timedelta(hours=1),
+    )
 
 
 # The conversation page (browser) -----------------------------------------------------------------

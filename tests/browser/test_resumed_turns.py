@@ -55,7 +55,7 @@ def test_a_resumed_turn_shows_its_marker_in_place_and_the_message_going_on(
     # One turn for each other reason, each resumed between two messages.
     others = {
         "handed_back": "Resumed after the server restarted",
-        "question_settled": "Resumed when the question was settled",
+        "question_settled": "Carried on",  # no outcome stored before it: none is made up
         "restart": "Resumed after a restart",
     }
     later = []

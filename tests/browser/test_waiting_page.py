@@ -67,13 +67,19 @@ def test_bob_answers_from_waiting_for_you_and_the_turn_goes_on(browsing, people)
         expect(bob.locator("#waiting-count")).to_have_text("1")
         expect(bob).to_have_title(re.compile(r"^\(1\) Waiting for you"))
 
-        # Settled elsewhere: it leaves the list.
+        # Settled elsewhere: it leaves the list, once Bob's pointer (still where he clicked)
+        # has left it, so that nothing under it moves; meanwhile it says why it will go.
         question = wait_pending(alice, for_bob)
         response = alice.post(
             f"/api/selections/{question['id']}/reply/", json={"action": "dismiss"}
         )
         assert response.status_code == 200
-    expect(items.filter(has_text="Your review?")).to_have_count(0)
+    review = items.filter(has_text="Your review?")
+    expect(review.locator(".waiting-left-note")).to_have_text(
+        "No longer waiting: settled elsewhere."
+    )
+    bob.mouse.move(0, 0)
+    expect(review).to_have_count(0)
     expect(bob.locator("#waiting-count")).to_be_hidden()
     expect(bob).to_have_title("Waiting for you · Parley")
 

@@ -14,9 +14,24 @@ const MAX_SHOWN_JSON = 20000;
 const RESUMED_WORDS = {
   process_stopped: "Resumed after its server stopped",
   handed_back: "Resumed after the server restarted",
-  question_settled: "Resumed when the question was settled",
   restart: "Resumed after a restart",
 };
+// A turn that left memory while its question waited, carried on once the question was settled:
+// said as what happened to the question (the turn's latest selection.resolved).
+const SETTLED_WORDS = {
+  answered: (by) => (by ? `${by} answered` : "the answer"),
+  dismissed: (by) => (by ? `${by} dismissed the question` : "the question was dismissed"),
+  declined: (by) => (by ? `${by} declined` : "the question was declined"),
+  expired: () => "the question expired",
+  cancelled: () => "the question was cancelled",
+};
+
+function resumedWords(reason, settled) {
+  if (reason !== "question_settled") return RESUMED_WORDS[reason] || "Resumed";
+  const words = settled && SETTLED_WORDS[settled.status];
+  if (!words) return "Carried on";
+  return `Carried on after ${words(settled.answered_by ? personName(settled.answered_by) : null)}`;
+}
 // A notice's kind (turn.notice's kind) as the icon before its words (see .icon-* in parley.css:
 // drawn, so that no emoji font is needed).
 const NOTICE_ICONS = { retry: "retry", limit: "warning" };
@@ -241,6 +256,7 @@ export class Transcript {
         break;
       case "selection.resolved":
         this.questions.get(data.selection)?.resolve(data);
+        turn.settled = data;
         this.setStatus(turn, "running");
         break;
       case "selection.reminded":
@@ -251,7 +267,7 @@ export class Transcript {
         this.interrupt(turn, this.steered(event), event.ts);
         break;
       case "turn.resumed":
-        this.interrupt(turn, this.resumed(event), event.ts);
+        this.interrupt(turn, this.resumed(event, turn.settled), event.ts);
         break;
       case "turn.notice":
         this.interrupt(turn, this.notice(event), event.ts);
@@ -282,6 +298,8 @@ export class Transcript {
         // steering entry, a resumed marker or a notice).
         carried: 0,
         tools: new Map(),
+        // Its latest question's outcome (selection.resolved's data), for a resumed marker.
+        settled: null,
       };
       this.turns.set(event.turn, turn);
       document.getElementById("transcript-empty")?.remove();
@@ -566,14 +584,14 @@ export class Transcript {
   // A small marker where another process took the turn over and went on from its journal:
   // nothing said before is repeated, so it only says why there was a seam. The processes are
   // for whoever debugs it, in the tooltip.
-  resumed(event) {
+  resumed(event, settled) {
     const { reason, process, previous } = event.data || {};
     const by = process ? `Taken over by ${process}${previous ? ` from ${previous}` : ""}` : null;
     return h(
       "p",
       { class: "entry-resumed", dataset: { reason: reason || "" }, title: by },
       icon("retry"),
-      h("span", {}, RESUMED_WORDS[reason] || "Resumed"),
+      h("span", {}, resumedWords(reason, settled)),
       timeElement(event.ts),
     );
   }
