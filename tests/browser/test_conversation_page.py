@@ -53,8 +53,10 @@ def test_alice_picks_a_file_in_the_path_picker_and_sees_the_summary_stream_in(
     expect(reply).to_contain_text("10 lines")
     tool = page.locator("details.tool").last
     expect(tool).to_have_attribute("data-state", "done")
+    expect(tool.locator(".tool-args")).to_have_text("reports/q4-plan.md")
     tool.locator("summary").click()
-    expect(tool.locator(".tool-detail")).to_contain_text('"path": "reports/q4-plan.md"')
+    expect(tool.locator(".tool-arg-list dt")).to_have_text("path")
+    expect(tool.locator(".tool-arg-list dd")).to_have_text("reports/q4-plan.md")
     expect(page.get_by_role("button", name="Send")).to_be_visible()
     expect(page.get_by_role("button", name="Stop")).to_be_hidden()
     screenshot(page, "summary-streamed")

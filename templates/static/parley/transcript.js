@@ -8,6 +8,7 @@
 import { dayKey, dayLabel, h, personName, refreshTimes, timeElement } from "./dom.js";
 import { renderMarkdown } from "./markdown.js";
 import { QuestionCard } from "./questions.js";
+import { argumentsList, argumentsSummary } from "./tool-rows.js";
 
 const MAX_SHOWN_JSON = 20000;
 // Why a turn was taken over and resumed from its journal (turn.resumed's reason), in words.
@@ -27,16 +28,21 @@ const NEAR_END = 120;
 // Entry times are brought up to date this often (they say minutes at the finest).
 const TIMES_EVERY_MS = 15000;
 
-function shortArguments(args) {
-  const values = Object.values(args || {});
-  if (values.length === 1 && typeof values[0] === "string") return values[0];
-  const text = JSON.stringify(args || {});
-  return text === "{}" ? "" : text.length > 80 ? `${text.slice(0, 79)}…` : text;
-}
-
 function prettyJson(value) {
   const text = JSON.stringify(value, null, 2) ?? "";
   return text.length > MAX_SHOWN_JSON ? `${text.slice(0, MAX_SHOWN_JSON)}\n…` : text;
+}
+
+function outsideAgentEntry(event) {
+  const { started_by: by, client } = event.data;
+  const agent = client ? `outside agent (${client})` : "outside agent";
+  return h(
+    "p",
+    { class: "entry-notice entry-outside-agent" },
+    icon("info"),
+    h("span", { class: "entry-notice-text" }, `${personName(by)}'s ${agent} started working here through MCP`),
+    timeElement(event.ts),
+  );
 }
 
 function icon(name) {
@@ -304,7 +310,9 @@ export class Transcript {
 
   started(turn, event) {
     const { input, started_by: by, interactive } = event.data;
-    const entry = h(
+    // An outside agent's turn began when it first acted: nobody typed its input, so it is said
+    // as a quiet line of what happened, not as a person's message.
+    const entry = event.data.agent === "external" ? outsideAgentEntry(event) : h(
       "div",
       { class: "entry entry-input" },
       h(
@@ -480,9 +488,9 @@ export class Transcript {
       "div",
       { class: "tool-detail" },
       h("p", { class: "tool-label" }, "Arguments"),
-      h("pre", {}, prettyJson(data.arguments)),
+      argumentsList(data.arguments),
     );
-    const args = shortArguments(data.arguments);
+    const args = argumentsSummary(data.arguments);
     const element = h(
       "details",
       { class: "tool", dataset: { state: "running", tool: data.name } },
@@ -490,7 +498,7 @@ export class Transcript {
         "summary",
         {},
         h("span", { class: "tool-name" }, data.name),
-        args ? h("code", { class: "tool-args" }, args) : null,
+        args ? h("span", { class: "tool-args" }, args) : null,
         state,
         timeElement(ts),
       ),
