@@ -41,7 +41,9 @@ def test_bob_answers_an_outside_agents_question_in_the_page(browsing, conversati
     )
     ask.locator("summary").click()
     expect(ask.locator(".tool-arg-list dt")).to_have_text(["kind", "prompt", "options"])
-    expect(ask.locator(".tool-arg-list dd").last).to_contain_text('"description": "The `postgres` one"')
+    expect(ask.locator(".tool-arg-list dd").last).to_contain_text(
+        '"description": "The `postgres` one"'
+    )
     screenshot(bob, "outside-agent-asks")
     card.get_by_role("button", name=re.compile("^PostgreSQL")).click()
     expect(card.locator(".question-outcome")).to_have_text("Answered by Bob: PostgreSQL")
