@@ -48,9 +48,16 @@ function inWords(value) {
   return `${count} ${count === 1 ? "field" : "fields"}`;
 }
 
-// The one line after the tool's name: "" when there are no arguments.
+function isEmpty(value) {
+  return value === "" || value === null || value === undefined || (Array.isArray(value) && !value.length);
+}
+
+// The one line after the tool's name: its arguments that say something (an empty folder, a
+// null, an empty list only in the full list); "" when none do.
 export function argumentsSummary(args) {
-  const entries = Object.entries(args && typeof args === "object" ? args : {});
+  const entries = Object.entries(args && typeof args === "object" ? args : {}).filter(
+    ([, value]) => !isEmpty(value),
+  );
   if (!entries.length) return "";
   if (entries.length === 1 && typeof entries[0][1] === "string") {
     return ellipsis(entries[0][1].replace(/\s+/g, " "), SHORT_SUMMARY);
