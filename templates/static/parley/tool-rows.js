@@ -9,6 +9,8 @@ import { h } from "./dom.js";
 // How long one value, and the whole summary, may be before they are cut short.
 const SHORT_VALUE = 60;
 const SHORT_SUMMARY = 120;
+// The most of a result shown (a listing of a large folder is long).
+const MAX_SHOWN_JSON = 20000;
 // The fields that name an item of a list of objects (an `ask`'s options), in order of preference.
 const NAMING_FIELDS = ["label", "title", "name", "path", "value", "id"];
 
@@ -87,4 +89,13 @@ export function argumentsList(args) {
     { class: "tool-arg-list" },
     entries.map(([name, value]) => [h("dt", {}, name), h("dd", {}, fullValue(value))]),
   );
+}
+
+// What the call came to, once it has: its result (indented JSON, cut short only past
+// MAX_SHOWN_JSON), or its error.
+export function toolOutcome(data) {
+  const failed = "error" in data;
+  const text = failed ? String(data.error) : (JSON.stringify(data.result, null, 2) ?? "");
+  const shown = text.length > MAX_SHOWN_JSON ? `${text.slice(0, MAX_SHOWN_JSON)}\n…` : text;
+  return [h("p", { class: "tool-label" }, failed ? "Error" : "Result"), h("pre", {}, shown)];
 }

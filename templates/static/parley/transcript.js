@@ -8,9 +8,8 @@
 import { dayKey, dayLabel, h, personName, refreshTimes, timeElement } from "./dom.js";
 import { renderMarkdown } from "./markdown.js";
 import { QuestionCard } from "./questions.js";
-import { argumentsList, argumentsSummary } from "./tool-rows.js";
+import { argumentsList, argumentsSummary, toolOutcome } from "./tool-rows.js";
 
-const MAX_SHOWN_JSON = 20000;
 // Why a turn was taken over and resumed from its journal (turn.resumed's reason), in words.
 const RESUMED_WORDS = {
   process_stopped: "Resumed after its server stopped",
@@ -27,11 +26,6 @@ const NUMBER = new Intl.NumberFormat("en");
 const NEAR_END = 120;
 // Entry times are brought up to date this often (they say minutes at the finest).
 const TIMES_EVERY_MS = 15000;
-
-function prettyJson(value) {
-  const text = JSON.stringify(value, null, 2) ?? "";
-  return text.length > MAX_SHOWN_JSON ? `${text.slice(0, MAX_SHOWN_JSON)}\n…` : text;
-}
 
 function outsideAgentEntry(event) {
   const { started_by: by, client } = event.data;
@@ -518,10 +512,7 @@ export class Transcript {
     const failed = "error" in data;
     tool.element.dataset.state = failed ? "failed" : "done";
     tool.state.textContent = failed ? "failed" : "done";
-    tool.detail.append(
-      h("p", { class: "tool-label" }, failed ? "Error" : "Result"),
-      h("pre", {}, failed ? String(data.error) : prettyJson(data.result)),
-    );
+    tool.detail.append(...toolOutcome(data));
   }
 
   asked(turn, selection, ts) {
