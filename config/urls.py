@@ -3,7 +3,10 @@ the load balancer and Prometheus."""
 
 from django.contrib import admin
 from django.contrib.auth import views as auth_views
+from django.shortcuts import redirect
+from django.templatetags.static import static
 from django.urls import include, path
+from django.views.decorators.http import require_safe
 
 from accounts import sso_pages
 from conversations import pages
@@ -11,6 +14,14 @@ from core import health
 from core.api import DocsView, SchemaView
 from search.pages import search_page
 from selection.pages import answer_link_page, waiting_page
+
+
+@require_safe
+def favicon(request):
+    """Parley's icon, for the pages that name none (the admin's, the API's browsable pages):
+    browsers ask for /favicon.ico then."""
+    return redirect(static("parley/favicon.svg"))
+
 
 urlpatterns = [
     path("", pages.home, name="home"),
@@ -37,6 +48,7 @@ urlpatterns = [
         DocsView.as_view(url_name="api-schema", template_name="api_docs.html"),
         name="api-docs",
     ),
+    path("favicon.ico", favicon, name="favicon"),
     path("healthz", health.healthz, name="healthz"),
     path("readyz", health.readyz, name="readyz"),
     path("metrics", health.metrics, name="metrics"),

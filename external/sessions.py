@@ -138,6 +138,7 @@ class Session:
                 workspace=arguments.get("workspace"),
                 title=self.client,
                 input=f"{self.client} is working here through MCP.",
+                client=self.client,
                 turn_id=link.turn_id,
             )
         except BaseException:
@@ -229,7 +230,7 @@ def _place(*, user, conversation_id, workspace) -> tuple[Conversation | None, Wo
         raise Refused(exc.message) from None
 
 
-def _begin(*, user, conversation, workspace, title, input, turn_id) -> Turn:
+def _begin(*, user, conversation, workspace, title, input, client, turn_id) -> Turn:
     """The session's turn, in its conversation (created now, titled after the client, if the
     session has none yet): both or neither."""
     try:
@@ -239,7 +240,12 @@ def _begin(*, user, conversation, workspace, title, input, turn_id) -> Turn:
                 rate_check("conversations", user)
                 conversation = conversation_create(workspace=found, user=user, title=title)
             turn, _ = turn_start(
-                conversation=conversation, user=user, input=input, agent="external", turn_id=turn_id
+                conversation=conversation,
+                user=user,
+                input=input,
+                agent="external",
+                client=client,
+                turn_id=turn_id,
             )
     except ApplicationError as exc:
         raise Refused(exc.message) from None

@@ -242,6 +242,28 @@ def _server_database_url() -> str:
     )
 
 
+def manage(*args: str, **extra_env: str) -> str:
+    """Run a management command in a process of its own, as `make run` runs it, on this test's
+    database (a test using it needs ``transactional_db``); what it printed."""
+    env = {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "tests.settings",
+        "DATABASE_URL": _server_database_url(),
+        **extra_env,
+    }
+    env.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)
+    done = subprocess.run(
+        [sys.executable, "manage.py", *args],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    return done.stdout
+
+
 @pytest.fixture
 def make_server(transactional_db, tmp_path):
     """Start real Daphnes (with extra environment if given); each log must show no server error."""

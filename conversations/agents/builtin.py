@@ -36,6 +36,7 @@ from .builtin_tools import (
     time_ago,
     write_note,
 )
+from .quoting import inline, quoted
 
 # How many names a rename asks for before it gives up, when none will do.
 MAX_NAME_TRIES = 3
@@ -76,15 +77,25 @@ TIDY_CHORES = [
     },
 ]
 
+NOTE_TITLE = {"type": "string", "title": "Title", "minLength": 1, "maxLength": 120}
 NOTE_FORM = {
     "type": "object",
     "properties": {
-        "title": {"type": "string", "title": "Title", "minLength": 1, "maxLength": 120},
+        "title": NOTE_TITLE,
         "tags": {"type": "string", "title": "Tags", "description": "Separated by commas"},
         "pinned": {"type": "boolean", "title": "Pinned", "default": False},
     },
     "required": ["title"],
 }
+
+
+def note_form(title: str) -> dict:
+    """The note's form, its title filled in with ``title`` (if any) for the person to keep."""
+    if not title:
+        return NOTE_FORM
+    properties = {**NOTE_FORM["properties"], "title": {**NOTE_TITLE, "default": title}}
+    return {**NOTE_FORM, "properties": properties}
+
 
 NOT_ANSWERED = {
     "dismissed": "You closed the question, so I'll leave it there.",
@@ -133,7 +144,12 @@ class BuiltinAgent(Agent):
         self.ctx = ctx
         command, argument = parse_request(ctx.input)
         if command is None:
-            await self.stream(f"I'm not sure what you mean by “{ctx.input.strip()}”.")
+            said = ctx.input.strip()
+            await self.stream(
+                quoted(
+                    said, "I'm not sure what you mean by {}.", "I'm not sure what you mean by this:"
+                )
+            )
             answer = await ctx.choose(
                 "Which of these did you mean?",
                 [
@@ -163,7 +179,9 @@ class BuiltinAgent(Agent):
         """Say, as a message of its own, each input people added since the last step."""
         for text in self.ctx.steering():
             await self.ctx.end_message()
-            await self.stream(f"(Noted while I worked: “{text}”.)")
+            await self.stream(
+                quoted(text.strip(), "(Noted while I worked: {}.)", "Noted while I worked:")
+            )
             await self.ctx.end_message()
 
     async def not_answered(self, answer) -> None:
@@ -195,9 +213,9 @@ class BuiltinAgent(Agent):
         if not matches:
             await self.stream(f"There is no `{wanted}` in this workspace.")
             return None
-        await self.stream(f"{len(matches)} files match “{wanted}”.")
+        await self.stream(f"{len(matches)} files match {inline(wanted)}.")
         return await self.pick_file(
-            f"Several files match “{wanted}”: which one should I {purpose}?",
+            f"Several files match {inline(wanted)}: which one should I {purpose}?",
             root=common_folder(matches),
         )
 
@@ -260,14 +278,14 @@ class BuiltinAgent(Agent):
             "find", {"text": needle}, lambda: find_in_files(root, needle)
         )
         if not found["files"]:
-            await self.stream(f"Nothing contains “{needle}”." + said_skipped(found))
+            await self.stream(f"Nothing contains {inline(needle)}." + said_skipped(found))
             return
         lines = [f"- `{m['path']}` line {m['line']}: {m['text']}" for m in found["matches"]]
         named = [f for f in found["files"] if f not in {m["path"] for m in found["matches"]}]
         lines += [f"- `{path}` (in its name)" for path in named]
         more = " (only the first matches are shown)" if found["truncated"] else ""
         await self.stream(
-            f"“{needle}” is in {len(found['files'])} file(s){more}:\n\n"
+            f"{inline(needle)} is in {len(found['files'])} file(s){more}:\n\n"
             + "\n".join(lines)
             + said_skipped(found)
         )
@@ -450,13 +468,17 @@ class BuiltinAgent(Agent):
         await self.stream("Done:\n\n" + "\n".join(f"- {line}" for line in report))
 
     async def do_note(self, argument: str) -> None:
-        answer = await self.ctx.form("Tell me about the note.", NOTE_FORM)
+        # What follows `note` is the title it suggests (its first line, as long as a title may
+        # be); the rest, if any, is the note's text.
+        title = argument.strip().split("\n", 1)[0].strip()[: NOTE_TITLE["maxLength"]]
+        answer = await self.ctx.form("Tell me about the note.", note_form(title))
         if not answer.answered:
             await self.stream(NOT_ANSWERED[answer.status] + " No note was written.")
             return
         fields = answer.value
+        body = "" if argument.strip() == fields["title"].strip() else argument
         written = await self.ctx.call_tool(
-            "note", fields, partial(write_note, self.ctx.files_root, fields, argument)
+            "note", fields, partial(write_note, self.ctx.files_root, fields, body)
         )
         if "error" in written:
             await self.stream(written["error"])

@@ -60,11 +60,13 @@ def turn_start(
     interactive: bool = True,
     confirm_writes: bool = True,
     agent: str = "",
+    client: str = "",
     turn_id: str | None = None,
 ) -> tuple[Turn, Frame]:
     """Start a turn and return it with its ``turn.started`` frame. ``confirm_writes`` false
     lets its agent write and rename files without asking first. ``agent`` names an agent of
     PARLEY_TURN_AGENTS to run it instead of the conversation's (an outside agent's turn);
+    ``client``, the outside agent's name (its MCP client), which the page shows for its turn;
     ``turn_id``, an id made beforehand (with models.new_turn_id), for what must be ready to serve
     the turn before it starts.
 
@@ -97,6 +99,8 @@ def turn_start(
                 data["confirm_writes"] = False
             if agent:
                 data["agent"] = agent
+            if client:
+                data["client"] = client
             (frame,) = append_events(
                 conversation_id=conversation.pk,
                 turn_id=turn.pk,

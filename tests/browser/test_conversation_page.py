@@ -53,8 +53,10 @@ def test_alice_picks_a_file_in_the_path_picker_and_sees_the_summary_stream_in(
     expect(reply).to_contain_text("10 lines")
     tool = page.locator("details.tool").last
     expect(tool).to_have_attribute("data-state", "done")
+    expect(tool.locator(".tool-args")).to_have_text("reports/q4-plan.md")
     tool.locator("summary").click()
-    expect(tool.locator(".tool-detail")).to_contain_text('"path": "reports/q4-plan.md"')
+    expect(tool.locator(".tool-arg-list dt")).to_have_text("path")
+    expect(tool.locator(".tool-arg-list dd")).to_have_text("reports/q4-plan.md")
     expect(page.get_by_role("button", name="Send")).to_be_visible()
     expect(page.get_by_role("button", name="Stop")).to_be_hidden()
     screenshot(page, "summary-streamed")
@@ -249,6 +251,22 @@ def test_markup_in_inputs_and_agent_output_is_shown_as_text(browsing, conversati
     screenshot(page, "markup-as-text")
 
 
+def test_input_holding_a_code_fence_is_quoted_as_one_code_block_exactly(browsing, conversation):
+    page = browsing.conversation("alice", conversation.pk)
+    typed = 'What is this?\n```python\nprint("hi `there`")\n````\nmore ``` after'
+    send(page, typed)
+    card = question(page)
+    expect(card).to_contain_text("Which of these did you mean?")
+    said = page.locator(".entry-agent .markdown").first
+    expect(said).to_contain_text("I'm not sure what you mean by this:")
+    expect(said.locator("pre")).to_have_count(1)
+    assert said.locator("pre code").evaluate("code => code.textContent") == typed + "\n"
+    # Nothing of the quote spills out of its block: no stray fence or closing words after it.
+    assert said.evaluate("m => m.lastElementChild.classList.contains('code-block')")
+    card.get_by_role("button", name="Dismiss").click()
+    expect(page.locator(".turn-end")).to_have_text("Completed")
+
+
 def test_text_confirm_and_form_questions_in_the_page(browsing, conversation, files_root):
     page = browsing.conversation("alice", conversation.pk)
     send(page, "rename notes/ideas.md")
@@ -270,6 +288,9 @@ def test_text_confirm_and_form_questions_in_the_page(browsing, conversation, fil
 
     send(page, "note Ship it on Monday")
     form = page.locator(".question").nth(2)
+    # What follows `note` is the title it suggests.
+    expect(form.get_by_label("Title")).to_have_value("Ship it on Monday")
+    form.get_by_label("Title").fill("")
     form.get_by_role("button", name="Send").click()
     expect(form.locator(".question-error")).to_have_text("Title is required.")
     form.get_by_label("Title").fill("Launch plan")

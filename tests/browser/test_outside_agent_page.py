@@ -29,6 +29,21 @@ def test_bob_answers_an_outside_agents_question_in_the_page(browsing, conversati
     expect(bob.locator(".entry-agent").last).to_contain_text("I need a hand with the database.")
     card = bob.locator(".question").last
     expect(card).to_contain_text("Which database?")
+    # Nobody typed the turn's start: it is a quiet line saying whose agent began, not a message.
+    expect(bob.locator(".entry-input")).to_have_count(0)
+    expect(bob.locator(".entry-outside-agent")).to_contain_text(
+        "Alice's outside agent (Claude Code) started working here through MCP"
+    )
+    # The ask's row reads as words, the options by their labels; opened, each argument whole.
+    ask = bob.locator("details.tool[data-tool='ask']")
+    expect(ask.locator(".tool-args")).to_have_text(
+        "kind: choice · prompt: Which database? · options: SQLite, PostgreSQL"
+    )
+    ask.locator("summary").click()
+    expect(ask.locator(".tool-arg-list dt")).to_have_text(["kind", "prompt", "options"])
+    expect(ask.locator(".tool-arg-list dd").last).to_contain_text(
+        '"description": "The `postgres` one"'
+    )
     screenshot(bob, "outside-agent-asks")
     card.get_by_role("button", name=re.compile("^PostgreSQL")).click()
     expect(card.locator(".question-outcome")).to_have_text("Answered by Bob: PostgreSQL")

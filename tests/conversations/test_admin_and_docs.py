@@ -5,10 +5,10 @@ import re
 import pytest
 from django.contrib.admin.utils import quote
 from django.contrib.auth import get_user_model
-from django.core.management import call_command
 
 from conversations import services
 from conversations.models import Membership, Turn, Workspace
+from tests.conftest import manage
 
 
 @pytest.fixture
@@ -97,12 +97,12 @@ def test_the_docs_page_is_served_without_a_network(client, db):
     assert b"swagger-ui" in page.content and b"cdn.jsdelivr" not in page.content
 
 
-def test_seed_demo_is_idempotent_and_prints_credentials(db, settings, tmp_path, capsys):
-    settings.PARLEY_FILES_ROOT = tmp_path
-    call_command("seed_demo")
-    first = capsys.readouterr().out
-    call_command("seed_demo")
-    second = capsys.readouterr().out
+def test_seed_demo_is_idempotent_and_prints_credentials(transactional_db, tmp_path):
+    first = manage("seed_demo", PARLEY_FILES_ROOT=str(tmp_path))
+    # What people change of the demo stays so: a file renamed is not put back.
+    notes = tmp_path / "demo" / "notes"
+    (notes / "ideas.md").rename(notes / "ideas-2026.md")
+    second = manage("seed_demo", PARLEY_FILES_ROOT=str(tmp_path))
     workspace = Workspace.objects.get(slug="demo")
     roles = dict(workspace.memberships.values_list("user__username", "role"))
     assert roles == {
@@ -113,8 +113,16 @@ def test_seed_demo_is_idempotent_and_prints_credentials(db, settings, tmp_path, 
     assert get_user_model().objects.get(username="bob").check_password("bob-parley")
     assert get_user_model().objects.get(username="alice").is_superuser
     assert "alice-parley" in first and "copied 8 sample files" in first
-    assert "copied" not in second and workspace.conversations.count() == 1
+    assert "copied" not in second and "seeded" not in second
+    assert not (notes / "ideas.md").exists() and (notes / "ideas-2026.md").is_file()
     assert (tmp_path / "demo" / "reports" / "q4-plan.md").is_file()
+    # Its conversations, seeded once by real turns of the builtin agent.
+    titles = dict(workspace.conversations.values_list("title", "turns__status"))
+    assert titles == {
+        "Getting started": "completed",
+        "Summarize the Q3 report": "completed",
+        "Where is the budget mentioned?": "awaiting_input",
+    }
     # A fresh demo key each run (a key is kept only as its hash): the last one printed works,
     # the one before is revoked, and each person keeps one demo token.
     from accounts.tokens import user_and_token_for

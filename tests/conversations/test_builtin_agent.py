@@ -377,3 +377,14 @@ async def test_recent_lists_what_changed_counted_from_the_time_the_turn_was_give
     clock = await TurnStep.objects.filter(turn_id=events[0]["turn"], kind="clock").aget()
     began = datetime.fromisoformat(clock.outcome["value"]).timestamp()
     assert now - 5 <= began <= time.time()
+
+
+async def test_note_suggests_what_follows_it_as_the_title(people, conversation, files_root):
+    title = "Retro ideas for next sprint"
+    _, reply, questions = await converse(
+        conversation, people.bob, f"note {title}", [{"answer": {"title": title}}]
+    )
+    assert questions[0]["schema"]["properties"]["title"]["default"] == title
+    assert reply == "Wrote `notes/retro-ideas-for-next-sprint.md`."
+    # Kept as the title, it is not written again as the note's text.
+    assert (files_root / "notes/retro-ideas-for-next-sprint.md").read_text() == f"# {title}\n\n"

@@ -1,6 +1,8 @@
-"""Create the demo workspace (alice = owner, bob = member, carol = viewer) and its sample files.
+"""Create the demo workspace (alice = owner, bob = member, carol = viewer), its sample files and
+its first conversations (see conversations.management.demo).
 
-Safe to run again: what exists is left as it is, passwords included. Each person gets a fresh
+Safe to run again: what exists is left as it is, passwords included; the files and the
+conversations are seeded once, so what people changed since is kept. Each person gets a fresh
 "Demo token" every run, printed (a key is kept only as its hash, so it cannot be shown again):
 the one printed before is revoked, and a person keeps one demo token.
 """
@@ -15,14 +17,40 @@ from django.core.management.base import BaseCommand
 from django.db import transaction
 
 from conversations import services
-from conversations.models import Conversation, Membership, Workspace
+from conversations.management.demo import demo_conversations_seed
+from conversations.models import Membership, Workspace
 
 DEMO_FILES = Path(__file__).resolve().parents[2] / "demo_files"
+# Left in the workspace's files root once its files were seeded (hidden: no agent sees it).
+SEEDED_MARKER = ".parley-demo-seeded"
 PEOPLE = [
     ("alice", "Alice", "Anders", Membership.Role.OWNER),
     ("bob", "Bob", "Brandt", Membership.Role.MEMBER),
     ("carol", "Carol", "Chen", Membership.Role.VIEWER),
 ]
+USERNAMES = [username for username, *_ in PEOPLE]
+
+
+def seed_files(root: Path) -> int:
+    """Copy the demo's files into ``root`` the first time only (what people renamed, moved or
+    deleted since stays so): into an empty folder, then marked as seeded. How many were copied."""
+    marker = root / SEEDED_MARKER
+    if marker.exists():
+        return 0
+    root.mkdir(parents=True, exist_ok=True)
+    copied = 0
+    # A folder seeded before the marker existed (or people's own) is left as it is.
+    if not any(root.iterdir()):
+        for source in sorted(DEMO_FILES.rglob("*")):
+            target = root / source.relative_to(DEMO_FILES)
+            if source.is_dir():
+                target.mkdir(parents=True, exist_ok=True)
+            else:
+                target.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(source, target)
+                copied += 1
+    marker.write_text("The demo's files were copied here once; seed_demo copies them no more.\n")
+    return copied
 
 
 class Command(BaseCommand):
@@ -57,25 +85,15 @@ class Command(BaseCommand):
                 call_command("create_token", username, name="Demo token", replace=True, stdout=made)
                 key = made.getvalue().strip()
                 credentials.append((username, role, password if created else None, key))
-            if not Conversation.objects.filter(workspace=workspace).exists():
-                services.conversation_create(
-                    workspace=workspace,
-                    user=User.objects.get(username="alice"),
-                    title="Getting started",
-                )
         root = workspace.files_root
-        copied = 0
-        for source in DEMO_FILES.rglob("*"):
-            target = root / source.relative_to(DEMO_FILES)
-            if source.is_dir():
-                target.mkdir(parents=True, exist_ok=True)
-            elif not target.exists():
-                target.parent.mkdir(parents=True, exist_ok=True)
-                shutil.copyfile(source, target)
-                copied += 1
+        copied = seed_files(root)
+        users = {user.username: user for user in User.objects.filter(username__in=USERNAMES)}
+        seeded = demo_conversations_seed(workspace=workspace, users=users)
         self.stdout.write(f"Demo workspace 'demo' ({workspace.name}); files in {root}")
         if copied:
             self.stdout.write(f"  copied {copied} sample files")
+        for title in seeded:
+            self.stdout.write(f"  seeded the conversation “{title}”")
         for username, role, password, key in credentials:
             shown = password or f"{username}-parley (unless changed)"
             self.stdout.write(f"  {username:<6} {role:<7} password: {shown:<34} token: {key}")

@@ -8,8 +8,8 @@
 import { dayKey, dayLabel, h, personName, refreshTimes, timeElement } from "./dom.js";
 import { renderMarkdown } from "./markdown.js";
 import { QuestionCard } from "./questions.js";
+import { argumentsList, argumentsSummary, toolOutcome } from "./tool-rows.js";
 
-const MAX_SHOWN_JSON = 20000;
 // Why a turn was taken over and resumed from its journal (turn.resumed's reason), in words.
 const RESUMED_WORDS = {
   process_stopped: "Resumed after its server stopped",
@@ -42,16 +42,16 @@ const NEAR_END = 120;
 // Entry times are brought up to date this often (they say minutes at the finest).
 const TIMES_EVERY_MS = 15000;
 
-function shortArguments(args) {
-  const values = Object.values(args || {});
-  if (values.length === 1 && typeof values[0] === "string") return values[0];
-  const text = JSON.stringify(args || {});
-  return text === "{}" ? "" : text.length > 80 ? `${text.slice(0, 79)}…` : text;
-}
-
-function prettyJson(value) {
-  const text = JSON.stringify(value, null, 2) ?? "";
-  return text.length > MAX_SHOWN_JSON ? `${text.slice(0, MAX_SHOWN_JSON)}\n…` : text;
+function outsideAgentEntry(event) {
+  const { started_by: by, client } = event.data;
+  const agent = client ? `outside agent (${client})` : "outside agent";
+  return h(
+    "p",
+    { class: "entry-notice entry-outside-agent" },
+    icon("info"),
+    h("span", { class: "entry-notice-text" }, `${personName(by)}'s ${agent} started working here through MCP`),
+    timeElement(event.ts),
+  );
 }
 
 function icon(name) {
@@ -325,7 +325,9 @@ export class Transcript {
 
   started(turn, event) {
     const { input, started_by: by, interactive } = event.data;
-    const entry = h(
+    // An outside agent's turn began when it first acted: nobody typed its input, so it is said
+    // as a quiet line of what happened, not as a person's message.
+    const entry = event.data.agent === "external" ? outsideAgentEntry(event) : h(
       "div",
       { class: "entry entry-input" },
       h(
@@ -501,9 +503,9 @@ export class Transcript {
       "div",
       { class: "tool-detail" },
       h("p", { class: "tool-label" }, "Arguments"),
-      h("pre", {}, prettyJson(data.arguments)),
+      argumentsList(data.arguments),
     );
-    const args = shortArguments(data.arguments);
+    const args = argumentsSummary(data.arguments);
     const element = h(
       "details",
       { class: "tool", dataset: { state: "running", tool: data.name } },
@@ -511,7 +513,7 @@ export class Transcript {
         "summary",
         {},
         h("span", { class: "tool-name" }, data.name),
-        args ? h("code", { class: "tool-args" }, args) : null,
+        args ? h("span", { class: "tool-args" }, args) : null,
         state,
         timeElement(ts),
       ),
@@ -531,10 +533,7 @@ export class Transcript {
     const failed = "error" in data;
     tool.element.dataset.state = failed ? "failed" : "done";
     tool.state.textContent = failed ? "failed" : "done";
-    tool.detail.append(
-      h("p", { class: "tool-label" }, failed ? "Error" : "Result"),
-      h("pre", {}, failed ? String(data.error) : prettyJson(data.result)),
-    );
+    tool.detail.append(...toolOutcome(data));
   }
 
   asked(turn, selection, ts) {
