@@ -17,7 +17,7 @@ def test_alice_finds_the_demo_question_waiting_answers_it_and_the_turn_goes_on(b
     alice = browsing.open("alice")
     demo = alice.locator(".workspace", has_text="Demo team")
     for title in ("Getting started", "Summarize the Q3 report"):
-        expect(alice.get_by_role("link", name=title)).to_be_visible()
+        expect(demo.get_by_role("link", name=title)).to_be_visible()
     waiting = alice.locator(".conversation-row", has_text="Where is the budget mentioned?")
     expect(waiting).to_contain_text("waiting for an answer")
     expect(alice.locator("#waiting-count")).to_have_text("1")
@@ -33,7 +33,8 @@ def test_alice_finds_the_demo_question_waiting_answers_it_and_the_turn_goes_on(b
 
     # One waiting for whoever signs in: answered here, the turn goes on where it stopped.
     alice.goto("/")
-    alice.get_by_role("link", name="Where is the budget mentioned?").click()
+    # From the sidebar, as people switch conversations.
+    alice.locator("#sidebar").get_by_role("link", name="Where is the budget mentioned?").click()
     expect(alice.locator("#connection")).to_have_attribute("data-state", "live")
     card = alice.locator(".question")
     expect(card).to_contain_text("What should I look for?")
