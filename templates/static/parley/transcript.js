@@ -160,15 +160,14 @@ export class Transcript {
     this.added = 0;
     this.unseen = 0;
     this.timesAt = 0;
+    // Whether the reader follows the latest. The page opens following it, and stops only when the
+    // reader scrolls up away from the end (again once back there): learnt from their scrolling,
+    // not measured as events come, when a tall header or history not yet drawn would say no.
+    this.following = true;
+    this.scrolledTo = 0;
     // A transcript built apart (earlier turns, see prependEarlier) neither scrolls nor counts.
     if (detached) return;
-    window.addEventListener(
-      "scroll",
-      () => {
-        if (this.unseen && this.nearBottom()) this.setUnseen(0);
-      },
-      { passive: true },
-    );
+    window.addEventListener("scroll", () => this.scrolled(), { passive: true });
   }
 
   // Earlier turns (a history page: whole turns, all older than what is shown), built apart and
@@ -409,7 +408,7 @@ export class Transcript {
   // only its last block again each frame (see renderStreaming); one that has ended, once whole.
   scheduleRender() {
     if (this.frame === null) {
-      this.follow = this.nearBottom();
+      this.follow = this.following;
       this.frame = requestAnimationFrame(() => this.render());
     }
   }
@@ -451,6 +450,17 @@ export class Transcript {
     content.insertAdjacentHTML("beforeend", renderMarkdown(text.slice(message.settled)));
   }
 
+  scrolled() {
+    const top = document.scrollingElement.scrollTop;
+    const near = this.nearBottom();
+    // Up, away from the end: the reader reads. Content growing below, or the page following it,
+    // never scrolls up.
+    if (near) this.following = true;
+    else if (top < this.scrolledTo) this.following = false;
+    this.scrolledTo = top;
+    if (this.unseen && near) this.setUnseen(0);
+  }
+
   nearBottom() {
     const page = document.scrollingElement;
     return page.scrollTop + window.innerHeight >= page.scrollHeight - NEAR_END;
@@ -464,6 +474,7 @@ export class Transcript {
   // Go to the latest (the person sent something, or asked to), and keep following it.
   jumpToEnd() {
     this.follow = true;
+    this.following = true;
     this.scrollToEnd();
     this.setUnseen(0);
   }
