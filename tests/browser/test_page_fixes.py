@@ -3,14 +3,16 @@ still opens at the latest and follows it, a tall question is never hidden under 
 Enter sends in every box, the composer names whom the agent asks, and a half-written message
 is kept per conversation across reloads and tabs."""
 
+import contextlib
+import json
 import re
 
 import pytest
 from playwright.sync_api import expect
 
 from tests.browser.conftest import PHONE, screenshot
-from tests.conftest import wait_for_turn_end
-from tests.helpers import create_conversation, start
+from tests.conftest import wait_for_turn_end, wait_until
+from tests.helpers import ask, create_conversation, start
 
 pytestmark = pytest.mark.browser
 
@@ -39,3 +41,75 @@ def test_a_long_title_on_a_phone_opens_at_the_latest_and_follows_new_activity(br
         expect(page.locator(".turn-end").last).to_be_in_viewport()
         expect(page.get_by_role("button", name=re.compile("New activity"))).to_be_hidden()
         screenshot(page, "phone-long-title")
+
+
+PROMPT = "Where should the new servers of the billing service go, now that the old ones are full?"
+DESKTOP_720 = {"width": 1280, "height": 720}
+# Eight options, described on the desktop (as the builtin agent's are); on a phone, labels only.
+EIGHT = [
+    {
+        "label": f"Region {n}",
+        "value": f"r{n}",
+        "description": f"Servers in data centre {n}, near its customers.",
+    }
+    for n in range(1, 9)
+]
+EIGHT_SHORT = [{"label": f"Region {n}", "value": f"r{n}"} for n in range(1, 9)]
+
+
+# What hides each part of a question (its prompt, each option), found as a click would find it:
+# elementFromPoint at its centre and near two corners, or the part lying outside the viewport.
+HIDDEN_PARTS = """(card) => {
+  const hidden = {};
+  const parts = [card.querySelector(".question-prompt"), ...card.querySelectorAll(".option")];
+  for (const [index, part] of parts.entries()) {
+    const box = part.getBoundingClientRect();
+    const where = [];
+    if (box.top < 0 || box.bottom > window.innerHeight) where.push(`${box.top}-${box.bottom}`);
+    const points = [
+      [box.left + box.width / 2, box.top + box.height / 2],
+      [box.left + 8, box.top + 8],
+      [box.right - 8, box.bottom - 8],
+    ];
+    for (const [x, y] of points) {
+      const hit = document.elementFromPoint(x, y);
+      if (!hit || !part.contains(hit)) where.push(`under ${hit && (hit.id || hit.className)}`);
+    }
+    if (where.length) hidden[index ? `option ${index}` : "prompt"] = where;
+  }
+  return hidden;
+}"""
+
+
+@pytest.mark.parametrize("viewport", [DESKTOP_720, PHONE], ids=["desktop", "phone"])
+def test_a_tall_question_shows_its_prompt_and_every_option_above_the_footer(
+    browsing, people, viewport
+):
+    with browsing.server.client(people.alice) as alice:
+        cid = create_conversation(alice, title="Regions")
+        start(alice, cid, [{"say": TALL}])
+        wait_for_turn_end(alice, cid)
+    page = browsing.conversation("alice", cid, viewport=viewport)
+    box = page.locator("#composer-input")
+    box.fill(
+        json.dumps(
+            [
+                ask(
+                    kind="choice",
+                    prompt=PROMPT,
+                    options=EIGHT if viewport == DESKTOP_720 else EIGHT_SHORT,
+                )
+            ]
+        )
+    )
+    box.press("Enter")
+    card = page.locator(".question").last
+    options = card.locator(".option")
+    expect(options).to_have_count(8)
+    # Its prompt and every option in view, none under the footer, once the page has placed it.
+    with contextlib.suppress(AssertionError):  # if not, the assertion below says what hides
+        wait_until(lambda: card.evaluate(HIDDEN_PARTS) == {}, timeout=5, what="the whole question")
+    screenshot(page, "question-tall-" + ("phone" if viewport == PHONE else "desktop"))
+    assert card.evaluate(HIDDEN_PARTS) == {}
+    options.last.click()
+    expect(card.locator(".question-outcome")).to_have_text("Answered by Alice: Region 8")

@@ -165,9 +165,14 @@ export class Transcript {
     // not measured as events come, when a tall header or history not yet drawn would say no.
     this.following = true;
     this.scrolledTo = 0;
+    this.placedQuestion = null;
     // A transcript built apart (earlier turns, see prependEarlier) neither scrolls nor counts.
     if (detached) return;
     window.addEventListener("scroll", () => this.scrolled(), { passive: true });
+    // What grows between events (a picker's folder loading) is followed too.
+    new ResizeObserver(() => {
+      if (this.following && this.frame === null) this.keepLatestInView();
+    }).observe(root);
   }
 
   // Earlier turns (a history page: whole turns, all older than what is shown), built apart and
@@ -428,7 +433,7 @@ export class Transcript {
     const added = this.added;
     this.added = 0;
     if (this.follow) {
-      this.scrollToEnd();
+      this.keepLatestInView();
       if (this.unseen) this.setUnseen(0);
     } else if (added && this.live) {
       this.setUnseen(this.unseen + added);
@@ -453,6 +458,8 @@ export class Transcript {
   scrolled() {
     const top = document.scrollingElement.scrollTop;
     const near = this.nearBottom();
+    // The reader moved: the question waiting is theirs to place from now on.
+    if (top !== this.scrolledTo) this.placedQuestion = this.latestAnswerable();
     // Up, away from the end: the reader reads. Content growing below, or the page following it,
     // never scrolls up.
     if (near) this.following = true;
@@ -469,6 +476,18 @@ export class Transcript {
   scrollToEnd() {
     const page = document.scrollingElement;
     page.scrollTop = page.scrollHeight;
+    this.scrolledTo = page.scrollTop;
+  }
+
+  // The end of the transcript, just above the footer; but a question waiting for this person
+  // that is taller than the room keeps its prompt in view (its top at the top), until the
+  // reader scrolls on their own.
+  keepLatestInView() {
+    this.scrollToEnd();
+    const card = this.latestAnswerable();
+    if (!card || card === this.placedQuestion || card.element.getBoundingClientRect().top >= 0) return;
+    card.element.scrollIntoView({ block: "start" });
+    this.scrolledTo = document.scrollingElement.scrollTop;
   }
 
   // Go to the latest (the person sent something, or asked to), and keep following it.
