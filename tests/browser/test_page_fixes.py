@@ -11,7 +11,7 @@ import pytest
 from playwright.sync_api import expect
 
 from tests.browser.conftest import PHONE, screenshot
-from tests.conftest import wait_for_turn_end, wait_until
+from tests.conftest import all_events, wait_for_turn_end, wait_until
 from tests.helpers import ask, create_conversation, start
 
 pytestmark = pytest.mark.browser
@@ -113,3 +113,102 @@ def test_a_tall_question_shows_its_prompt_and_every_option_above_the_footer(
     assert card.evaluate(HIDDEN_PARTS) == {}
     options.last.click()
     expect(card.locator(".question-outcome")).to_have_text("Answered by Alice: Region 8")
+
+
+ENTER_RULE = "Enter sends, Shift+Enter starts a new line."
+
+
+def type_two_lines(box, first: str, second: str) -> None:
+    box.press_sequentially(first)
+    box.press("Shift+Enter")
+    box.press_sequentially(second)
+
+
+def test_enter_sends_and_shift_enter_starts_a_new_line_in_every_box(browsing, people):
+    with browsing.server.client(people.alice) as alice:
+        cid = create_conversation(alice, title="Review")
+        start(
+            alice,
+            cid,
+            [
+                ask(kind="text", prompt="Your review?"),
+                ask(kind="text", prompt="And yours, Bob?", addressee="bob"),
+            ],
+        )
+        page = browsing.conversation("alice", cid)
+        # A text question's box in the transcript: the rule said under it, and kept to.
+        card = page.locator(".question", has_text="Your review?")
+        box = card.get_by_label("Your answer")
+        expect(card.get_by_text(ENTER_RULE)).to_be_visible()
+        expect(box).to_have_accessible_description(ENTER_RULE)
+        type_two_lines(box, "Good", "work")
+        expect(box).to_have_value("Good\nwork")
+        box.press("Enter")
+        expect(card.locator(".question-outcome")).to_contain_text("Answered by Alice")
+
+        # On "Waiting for you": the same rule, and a half-typed answer kept across a reload.
+        bob = browsing.open("bob", "/waiting/")
+        item = bob.locator(".waiting-item", has_text="And yours, Bob?")
+        box = item.get_by_label("Your answer")
+        expect(item.get_by_text(ENTER_RULE)).to_be_visible()
+        expect(box).to_have_accessible_description(ENTER_RULE)
+        box.press_sequentially("Looks")
+        bob.reload()
+        expect(box).to_have_value("Looks")
+        box.press("Shift+Enter")
+        box.press_sequentially("right")
+        box.press("Enter")
+        expect(item.locator(".question-outcome")).to_contain_text("Answered by Bob")
+        wait_for_turn_end(alice, cid)
+        said = [
+            e["data"]["text"] for e in all_events(alice, cid) if e["type"] == "message.completed"
+        ]
+        assert [json.loads(text)["value"] for text in said] == ["Good\nwork", "Looks\nright"]
+
+    # The composer: the same rule, said under it.
+    composer = page.locator("#composer-input")
+    expect(page.get_by_text(ENTER_RULE + " While the agent works")).to_be_visible()
+    expect(composer).to_have_accessible_description(re.compile(re.escape(ENTER_RULE)))
+    type_two_lines(composer, "first", "second")
+    composer.press("Enter")
+    expect(page.locator(".entry-input").last.locator(".entry-text")).to_have_text("first\nsecond")
+    expect(composer).to_have_value("")
+
+
+def test_a_draft_is_kept_per_conversation_across_reloads_and_tabs_until_sent(browsing, people):
+    with browsing.server.client(people.alice) as alice:
+        first = create_conversation(alice, title="First")
+        second = create_conversation(alice, title="Second")
+    page = browsing.conversation("alice", first)
+    composer = page.locator("#composer-input")
+    composer.press_sequentially("half a thought")
+    page.reload()
+    expect(composer).to_have_value("half a thought")
+
+    # Another tab of the same browser, on the same conversation: the draft, and what is typed
+    # on in either tab.
+    tab = page.context.new_page()
+    tab.goto(f"/conversations/{first}/")
+    other = tab.locator("#composer-input")
+    expect(other).to_have_value("half a thought")
+    other.press_sequentially(", and more")
+    expect(composer).to_have_value("half a thought, and more")
+
+    # Another conversation has its own.
+    elsewhere = page.context.new_page()
+    elsewhere.goto(f"/conversations/{second}/")
+    its_box = elsewhere.locator("#composer-input")
+    expect(its_box).to_have_value("")
+    its_box.press_sequentially("for the second")
+
+    # Sent from one tab: gone from both, and after a reload; the other conversation's stays.
+    composer.press("Enter")
+    expect(page.locator(".entry-input .entry-text")).to_have_text("half a thought, and more")
+    expect(composer).to_have_value("")
+    expect(other).to_have_value("")
+    tab.reload()
+    expect(tab.locator("#connection")).to_have_attribute("data-state", "live")
+    expect(other).to_have_value("")
+    elsewhere.reload()
+    expect(its_box).to_have_value("for the second")
+    expect(composer).to_have_value("")

@@ -4,6 +4,7 @@
 
 import { ApiError, api, configureApi } from "./api.js";
 import { h, personName } from "./dom.js";
+import { Draft, sendOnEnter } from "./drafts.js";
 import { ConversationStream } from "./stream.js";
 import { Transcript } from "./transcript.js";
 
@@ -263,6 +264,14 @@ const questionNote = document.getElementById("composer-question");
 const questionText = document.getElementById("composer-question-text");
 const gotoButton = document.getElementById("composer-goto");
 const modeButton = document.getElementById("composer-mode");
+// What is typed and not sent is kept, per person and conversation, across reloads and tabs.
+const draft =
+  input &&
+  new Draft(input, {
+    me: config.me,
+    place: `conversation:${conversationId}`,
+    onChange: () => showComposerError(""),
+  });
 
 const MODES = {
   send: {
@@ -386,7 +395,7 @@ async function send() {
     if (mode === "answer") {
       const outcome = await card.answerWithText(text);
       if (outcome.mine) {
-        input.value = "";
+        draft.clear();
         focusNext();
       } else if (outcome.settled) {
         showComposerError("That question was settled a moment ago (see above): your text is still here.");
@@ -395,11 +404,11 @@ async function send() {
       }
     } else if (page.activeTurn) {
       await api(`${path}/steer/`, { method: "POST", body: { expected_turn_id: page.activeTurn.id, input: text } });
-      input.value = "";
+      draft.clear();
       transcript.jumpToEnd();
     } else {
       await api(`${path}/turns/`, { method: "POST", body: { input: text, interactive: true } });
-      input.value = "";
+      draft.clear();
       transcript.jumpToEnd();
     }
   } catch (error) {
@@ -489,13 +498,7 @@ if (composer) {
     event.preventDefault();
     send();
   });
-  input.addEventListener("keydown", (event) => {
-    if (event.key === "Enter" && !event.shiftKey && !event.isComposing) {
-      event.preventDefault();
-      if (event.repeat) return;
-      composer.requestSubmit();
-    }
-  });
+  sendOnEnter(input, () => composer.requestSubmit());
   input.addEventListener("input", () => {
     page.followUpUntil = 0;
     showComposerError("");

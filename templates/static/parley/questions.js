@@ -3,6 +3,7 @@
 
 import { ApiError, api } from "./api.js";
 import { deliveriesDisclosure } from "./deliveries.js";
+import { Draft, ENTER_RULE, sendOnEnter } from "./drafts.js";
 import { formatBytes, h, personName, timeElement, uniqueId } from "./dom.js";
 import { renderInlineMarkdown } from "./markdown.js";
 
@@ -222,6 +223,7 @@ export class QuestionCard {
     if (status === "expired") text += ": nobody answered in time";
     this.outcome.textContent = text;
     this.outcome.hidden = false;
+    this.draft?.forget();
     if (hadFocus) this.outcome.focus();
     this.onResolve?.(this);
   }
@@ -394,13 +396,18 @@ export class QuestionCard {
     });
   }
 
+  // The same keys as the composer's (see drafts.js), said under the box; what is typed is kept
+  // as a draft until the question is settled.
   buildText(form, submitWith) {
     const id = uniqueId("text-answer");
-    const area = h("textarea", { id, rows: 3, maxlength: 10000 });
-    area.addEventListener("keydown", (event) => {
-      if (event.key === "Enter" && (event.ctrlKey || event.metaKey)) form.requestSubmit();
-    });
-    form.append(h("label", { for: id }, "Your answer"), area);
+    const hintId = uniqueId("text-hint");
+    const area = h("textarea", { id, rows: 3, maxlength: 10000, "aria-describedby": hintId });
+    sendOnEnter(area, () => form.requestSubmit());
+    const hint = h("p", { class: "muted question-hint", id: hintId }, ENTER_RULE);
+    form.append(h("label", { for: id }, "Your answer"), area, hint);
+    if ((this.selection.status || "pending") === "pending") {
+      this.draft = new Draft(area, { me: this.me, place: `question:${this.selection.id}` });
+    }
     submitWith("Send answer", () => this.required(area.value.trim(), "Type an answer first."));
   }
 
