@@ -12,7 +12,7 @@ from playwright.sync_api import expect
 
 from tests.browser.conftest import PHONE, screenshot
 from tests.conftest import all_events, wait_for_turn_end, wait_until
-from tests.helpers import ask, create_conversation, start
+from tests.helpers import ask, create_conversation, start, wait_pending
 
 pytestmark = pytest.mark.browser
 
@@ -173,6 +173,51 @@ def test_enter_sends_and_shift_enter_starts_a_new_line_in_every_box(browsing, pe
     composer.press("Enter")
     expect(page.locator(".entry-input").last.locator(".entry-text")).to_have_text("first\nsecond")
     expect(composer).to_have_value("")
+
+
+def test_the_composer_names_whom_the_agent_asks(browsing, people):
+    with browsing.server.client(people.alice) as alice:
+        cid = create_conversation(alice, title="Whom")
+        start(
+            alice,
+            cid,
+            [
+                ask(kind="text", prompt="Your review, Bob?", addressee="bob"),
+                ask(kind="text", prompt="A name, anyone?"),
+                ask(kind="choice", prompt="Ship it, Bob?", options=["yes", "no"], addressee="bob"),
+            ],
+        )
+        alice_page = browsing.conversation("alice", cid)
+        bob_page = browsing.conversation("bob", cid)
+        alices, bobs = (p.locator("#composer-question-text") for p in (alice_page, bob_page))
+        # Addressed to Bob: "you" for him only; Alice, an owner, may answer it too.
+        expect(bobs).to_have_text(
+            "The agent asks you: “Your review, Bob?” — Enter sends your answer."
+        )
+        expect(alices).to_have_text(
+            "The agent asks Bob (as an owner, you may answer it): “Your review, Bob?”"
+            " — Enter sends your answer."
+        )
+        bob_page.locator("#composer-input").fill("Fine by me")
+        bob_page.locator("#composer-input").press("Enter")
+        # Addressed to nobody: anyone may answer.
+        for note in (alices, bobs):
+            expect(note).to_have_text(
+                "The agent asks anyone: “A name, anyone?” — Enter sends your answer."
+            )
+        reply_with = wait_pending(alice, cid)
+        assert (
+            alice.post(
+                f"/api/selections/{reply_with['id']}/reply/", json={"answer": "Ada"}
+            ).status_code
+            == 200
+        )
+        # A choice for Bob, which the composer points to.
+        expect(bobs).to_have_text("The agent is waiting for your answer to “Ship it, Bob?” above.")
+        expect(alices).to_have_text(
+            "The agent is waiting for Bob’s answer to “Ship it, Bob?” above"
+            " (as an owner, you may answer it)."
+        )
 
 
 def test_a_draft_is_kept_per_conversation_across_reloads_and_tabs_until_sent(browsing, people):

@@ -3,6 +3,7 @@
 // connection state, where the keyboard focus goes next, and who is here.
 
 import { ApiError, api, configureApi } from "./api.js";
+import { composerNote } from "./composer-note.js";
 import { h, personName } from "./dom.js";
 import { Draft, sendOnEnter } from "./drafts.js";
 import { ConversationStream } from "./stream.js";
@@ -324,15 +325,7 @@ function updateComposer() {
   questionNote.hidden = !card;
   if (!card) setText(questionText, "");
   if (card) {
-    const quoted = `“${card.promptText}”`;
-    setText(
-      questionText,
-      mode === "answer"
-        ? `The agent asks you: ${quoted} — Enter sends your answer.`
-        : mode === "point"
-          ? `The agent is waiting for your answer to ${quoted} above.`
-          : `The agent is waiting for an answer above: what you send now steers the turn instead.`,
-    );
+    setText(questionText, composerNote(card, mode, config.me));
     gotoButton.hidden = mode === "answer" || (mode === "steer" && card.takesText);
     setText(modeButton, mode === "steer" ? (card.takesText ? "Answer it here instead" : "Answer it instead") : "Steer instead");
     modeButton.hidden = mode === "steer" && !card.takesText;
