@@ -3,7 +3,7 @@
 // connection state, where the keyboard focus goes next, and who is here.
 
 import { ApiError, api, configureApi } from "./api.js";
-import { composerNote } from "./composer-note.js";
+import { composerModes, composerNote } from "./composer-note.js";
 import { h, personName } from "./dom.js";
 import { Draft, sendOnEnter } from "./drafts.js";
 import { ConversationStream } from "./stream.js";
@@ -274,32 +274,7 @@ const draft =
     onChange: () => showComposerError(""),
   });
 
-const MODES = {
-  send: {
-    button: "Send",
-    label: "Message the agent",
-    placeholder: () => `Ask the agent something…${hint}`,
-    hint: "Enter sends, Shift+Enter starts a new line. While the agent works, what you send steers it, and Esc stops it.",
-  },
-  steer: {
-    button: "Steer",
-    label: "Steer the running turn",
-    placeholder: () => "Add something the agent should take into account…",
-    hint: "Enter steers the turn (the agent reads it at its next step), Shift+Enter starts a new line. Esc stops the agent.",
-  },
-  answer: {
-    button: "Answer",
-    label: "Answer the agent's question",
-    placeholder: () => "Type your answer…",
-    hint: "Enter answers the question, Shift+Enter starts a new line. Esc stops the agent.",
-  },
-  point: {
-    button: "Go to the question",
-    label: "Message the agent",
-    placeholder: () => "The agent is waiting on the question above…",
-    hint: "Enter goes to the question. Esc stops the agent.",
-  },
-};
+const MODES = composerModes(hint);
 
 function composerState() {
   const card = transcript.latestAnswerable();
