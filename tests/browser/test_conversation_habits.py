@@ -133,7 +133,7 @@ def test_the_composer_points_to_a_choice_question_and_options_render_markdown(
     expect(card).to_contain_text("Which of these did you mean?")
     note = page.locator("#composer-question")
     expect(note).to_contain_text(
-        "The agent is waiting for your answer to “Which of these did you mean?” above."
+        "The agent is waiting for an answer to “Which of these did you mean?” above."
     )
     expect(page.locator("#composer-send")).to_have_text("Go to the question")
     # Typing an answer into the composer does not steer: Enter takes the person to the options,

@@ -3,7 +3,9 @@
 // connection state, where the keyboard focus goes next, and who is here.
 
 import { ApiError, api, configureApi } from "./api.js";
+import { composerModes, composerNote } from "./composer-note.js";
 import { h, personName } from "./dom.js";
+import { Draft, sendOnEnter } from "./drafts.js";
 import { ConversationStream } from "./stream.js";
 import { Transcript } from "./transcript.js";
 
@@ -263,33 +265,16 @@ const questionNote = document.getElementById("composer-question");
 const questionText = document.getElementById("composer-question-text");
 const gotoButton = document.getElementById("composer-goto");
 const modeButton = document.getElementById("composer-mode");
+// What is typed and not sent is kept, per person and conversation, across reloads and tabs.
+const draft =
+  input &&
+  new Draft(input, {
+    me: config.me,
+    place: `conversation:${conversationId}`,
+    onChange: () => showComposerError(""),
+  });
 
-const MODES = {
-  send: {
-    button: "Send",
-    label: "Message the agent",
-    placeholder: () => `Ask the agent something…${hint}`,
-    hint: "Enter sends, Shift+Enter starts a new line. While the agent works, what you send steers it, and Esc stops it.",
-  },
-  steer: {
-    button: "Steer",
-    label: "Steer the running turn",
-    placeholder: () => "Add something the agent should take into account…",
-    hint: "Enter steers the turn (the agent reads it at its next step), Shift+Enter starts a new line. Esc stops the agent.",
-  },
-  answer: {
-    button: "Answer",
-    label: "Answer the agent's question",
-    placeholder: () => "Type your answer…",
-    hint: "Enter answers the question, Shift+Enter starts a new line. Esc stops the agent.",
-  },
-  point: {
-    button: "Go to the question",
-    label: "Message the agent",
-    placeholder: () => "The agent is waiting on the question above…",
-    hint: "Enter goes to the question. Esc stops the agent.",
-  },
-};
+const MODES = composerModes(hint);
 
 function composerState() {
   const card = transcript.latestAnswerable();
@@ -315,15 +300,7 @@ function updateComposer() {
   questionNote.hidden = !card;
   if (!card) setText(questionText, "");
   if (card) {
-    const quoted = `“${card.promptText}”`;
-    setText(
-      questionText,
-      mode === "answer"
-        ? `The agent asks you: ${quoted} — Enter sends your answer.`
-        : mode === "point"
-          ? `The agent is waiting for your answer to ${quoted} above.`
-          : `The agent is waiting for an answer above: what you send now steers the turn instead.`,
-    );
+    setText(questionText, composerNote(card, mode, config.me));
     gotoButton.hidden = mode === "answer" || (mode === "steer" && card.takesText);
     setText(modeButton, mode === "steer" ? (card.takesText ? "Answer it here instead" : "Answer it instead") : "Steer instead");
     modeButton.hidden = mode === "steer" && !card.takesText;
@@ -386,7 +363,7 @@ async function send() {
     if (mode === "answer") {
       const outcome = await card.answerWithText(text);
       if (outcome.mine) {
-        input.value = "";
+        draft.clear();
         focusNext();
       } else if (outcome.settled) {
         showComposerError("That question was settled a moment ago (see above): your text is still here.");
@@ -395,11 +372,11 @@ async function send() {
       }
     } else if (page.activeTurn) {
       await api(`${path}/steer/`, { method: "POST", body: { expected_turn_id: page.activeTurn.id, input: text } });
-      input.value = "";
+      draft.clear();
       transcript.jumpToEnd();
     } else {
       await api(`${path}/turns/`, { method: "POST", body: { input: text, interactive: true } });
-      input.value = "";
+      draft.clear();
       transcript.jumpToEnd();
     }
   } catch (error) {
@@ -489,13 +466,7 @@ if (composer) {
     event.preventDefault();
     send();
   });
-  input.addEventListener("keydown", (event) => {
-    if (event.key === "Enter" && !event.shiftKey && !event.isComposing) {
-      event.preventDefault();
-      if (event.repeat) return;
-      composer.requestSubmit();
-    }
-  });
+  sendOnEnter(input, () => composer.requestSubmit());
   input.addEventListener("input", () => {
     page.followUpUntil = 0;
     showComposerError("");

@@ -3,83 +3,21 @@
 
 import { ApiError, api } from "./api.js";
 import { deliveriesDisclosure } from "./deliveries.js";
-import { formatBytes, h, personName, timeElement, uniqueId } from "./dom.js";
-import { renderInlineMarkdown } from "./markdown.js";
+import { Draft, ENTER_RULE, sendOnEnter } from "./drafts.js";
+import { h, personName, timeElement, uniqueId } from "./dom.js";
+import { PathPicker } from "./picker.js";
+import {
+  OUTCOME_WORDS,
+  VIA_WORDS,
+  countdownText,
+  describeAnswer,
+  inlineMarkdown,
+  kindWords,
+  plainText,
+} from "./question-words.js";
 
-const OUTCOME_WORDS = {
-  answered: "Answered",
-  dismissed: "Dismissed",
-  declined: "Declined",
-  expired: "Expired",
-  cancelled: "Cancelled",
-};
-
-// Where an answer was given, when that was outside Parley (a question's answered_via).
-const VIA_WORDS = { link: "from an answer link", slack: "in Slack" };
-
-const KIND_WORDS = {
-  path: { file: "Pick a file", folder: "Pick a folder", any: "Pick a file or folder" },
-  choice: "Choose",
-  text: "Type an answer",
-  confirm: "Confirm",
-  form: "Fill in the form",
-};
-
-function kindWords(selection) {
-  const words = KIND_WORDS[selection.kind];
-  return typeof words === "string" ? words : words[selection.mode] || words.file;
-}
-
-function countdownText(seconds) {
-  if (seconds <= 0) return "expiring…";
-  if (seconds >= 3600) return `expires in ${Math.floor(seconds / 3600)} h ${Math.floor((seconds % 3600) / 60)} min`;
-  const minutes = Math.floor(seconds / 60);
-  const rest = String(Math.floor(seconds % 60)).padStart(2, "0");
-  return `expires in ${minutes}:${rest}`;
-}
-
-// The agent's words (a prompt, an option's label or description) as inline Markdown, rendered
-// safely (see markdown.js). Inside a button a link would be a control in a control: there its
-// text stays and the link goes.
-function inlineMarkdown(tag, attributes, text, { links = true } = {}) {
-  const element = h(tag, attributes);
-  element.innerHTML = renderInlineMarkdown(text || "");
-  if (!links) for (const link of element.querySelectorAll("a")) link.replaceWith(...link.childNodes);
-  return element;
-}
-
-// The same words as plain text (for an outcome line, a legend, the composer).
-export function plainText(markdown) {
-  return inlineMarkdown("span", {}, markdown).textContent;
-}
-
-// How an answer reads to people: option labels for values, field titles for a form's keys.
-export function describeAnswer(selection, answer) {
-  if (answer === null || answer === undefined) return "";
-  switch (selection.kind) {
-    case "choice": {
-      const labels = new Map(selection.options.map((option) => [option.value, plainText(option.label)]));
-      const values = Array.isArray(answer) ? answer : [answer];
-      return values.map((value) => labels.get(value) || `“${value}”`).join(", ");
-    }
-    case "confirm":
-      return answer ? "yes" : "no";
-    case "text":
-      return `“${answer}”`;
-    case "form": {
-      const properties = (selection.schema && selection.schema.properties) || {};
-      return Object.entries(answer)
-        .map(([key, value]) => {
-          const title = (properties[key] && properties[key].title) || key;
-          const shown = typeof value === "boolean" ? (value ? "yes" : "no") : String(value);
-          return `${title}: ${shown}`;
-        })
-        .join("; ");
-    }
-    default:
-      return String(answer);
-  }
-}
+// Other modules read these words from here too.
+export { describeAnswer, plainText };
 
 // One question. Options: `askedAt` (the time it was asked, shown in its header); `onResolve(card)`
 // whenever it stops waiting, however that came about; `afterReply(card)` once this person's
@@ -222,6 +160,7 @@ export class QuestionCard {
     if (status === "expired") text += ": nobody answered in time";
     this.outcome.textContent = text;
     this.outcome.hidden = false;
+    this.draft?.forget();
     if (hadFocus) this.outcome.focus();
     this.onResolve?.(this);
   }
@@ -394,13 +333,18 @@ export class QuestionCard {
     });
   }
 
+  // The same keys as the composer's (see drafts.js), said under the box; what is typed is kept
+  // as a draft until the question is settled.
   buildText(form, submitWith) {
     const id = uniqueId("text-answer");
-    const area = h("textarea", { id, rows: 3, maxlength: 10000 });
-    area.addEventListener("keydown", (event) => {
-      if (event.key === "Enter" && (event.ctrlKey || event.metaKey)) form.requestSubmit();
-    });
-    form.append(h("label", { for: id }, "Your answer"), area);
+    const hintId = uniqueId("text-hint");
+    const area = h("textarea", { id, rows: 3, maxlength: 10000, "aria-describedby": hintId });
+    sendOnEnter(area, () => form.requestSubmit());
+    const hint = h("p", { class: "muted question-hint", id: hintId }, ENTER_RULE);
+    form.append(h("label", { for: id }, "Your answer"), area, hint);
+    if ((this.selection.status || "pending") === "pending") {
+      this.draft = new Draft(area, { me: this.me, place: `question:${this.selection.id}` });
+    }
     submitWith("Send answer", () => this.required(area.value.trim(), "Type an answer first."));
   }
 
@@ -507,125 +451,5 @@ export class QuestionCard {
     if (value) return value;
     this.showError(message);
     return undefined;
-  }
-}
-
-// Browses the question's folder through the browse endpoint: breadcrumbs, folders first, only
-// what the question's mode lets a person pick.
-class PathPicker {
-  constructor(card) {
-    this.card = card;
-    this.selection = card.selection;
-    this.group = uniqueId("pick");
-    this.crumbs = h("ol", { class: "picker-crumbs" });
-    this.list = h("ul", { class: "picker-list", "aria-label": "Files and folders" });
-    this.element = h(
-      "div",
-      { class: "picker" },
-      h("nav", { "aria-label": "Folder" }, this.crumbs),
-      this.list,
-    );
-    this.opened = false;
-    this.requests = 0;
-  }
-
-  picked() {
-    const checked = this.list.querySelector(`input[name="${this.group}"]:checked`);
-    return checked ? checked.value : null;
-  }
-
-  async open(path) {
-    this.opened = true;
-    const request = ++this.requests;
-    const hadFocus = this.element.contains(document.activeElement);
-    this.list.setAttribute("aria-busy", "true");
-    let listing;
-    try {
-      const query = path ? `?path=${encodeURIComponent(path)}` : "";
-      listing = await api(`/selections/${encodeURIComponent(this.selection.id)}/browse/${query}`);
-    } catch (error) {
-      if (!(error instanceof ApiError)) throw error;
-      if (request !== this.requests) return;
-      this.list.removeAttribute("aria-busy");
-      // A settled question is shown as settled by its event; anything else is worth saying.
-      if (error.status !== 409 && error.status !== 410) this.card.showError(error.message);
-      return;
-    }
-    if (request !== this.requests) return; // a later click asked for another folder
-    this.list.removeAttribute("aria-busy");
-    this.render(listing);
-    // Opening a folder replaced the row that had the focus: keep the person in the picker.
-    if (hadFocus) (this.list.querySelector("input, button") || this.crumbs.querySelector("span"))?.focus();
-  }
-
-  render(listing) {
-    const rootName = this.selection.root || "Files";
-    const parts = listing.path ? listing.path.split("/") : [];
-    this.crumbs.replaceChildren(
-      ...[rootName, ...parts].map((name, index) => {
-        const target = parts.slice(0, index).join("/");
-        const here = index === parts.length;
-        return h(
-          "li",
-          {},
-          here
-            ? h("span", { "aria-current": "location", tabindex: "-1" }, name)
-            : h("button", { type: "button", class: "link-button", onclick: () => this.open(target) }, name),
-        );
-      }),
-    );
-    const rows = [];
-    if (this.selection.mode !== "file") {
-      rows.push(
-        this.choiceRow(listing.path || ".", `This folder (${parts.at(-1) || rootName})`, { icon: "folder-open" }),
-      );
-    }
-    for (const entry of listing.entries) {
-      if (entry.kind === "folder") {
-        const open = h(
-          "button",
-          {
-            type: "button",
-            class: "picker-open",
-            "aria-label": `Open folder ${entry.name}`,
-            onclick: () => this.open(entry.path),
-          },
-          h("span", { class: "icon icon-folder", "aria-hidden": "true" }),
-          entry.name,
-        );
-        rows.push(
-          entry.selectable
-            ? this.choiceRow(entry.path, `Pick ${entry.name}`, { open })
-            : h("li", { class: "picker-row" }, open),
-        );
-      } else if (entry.selectable) {
-        rows.push(this.choiceRow(entry.path, entry.name, { icon: "file", size: entry.size }));
-      }
-    }
-    if (!listing.entries.length) rows.push(h("li", { class: "picker-row muted" }, "This folder is empty."));
-    this.list.replaceChildren(...rows);
-  }
-
-  // A row a person can pick: a radio labelled with the name (an icon and size beside it), and
-  // for a folder the button that opens it (the radio's label is then read, not shown). A
-  // double-click anywhere on a row shown by its label picks it, as in a file dialog (on a
-  // folder's row, a click opens the folder instead).
-  choiceRow(value, text, { icon = null, size = null, open = null } = {}) {
-    const id = uniqueId("pick-option");
-    const input = h("input", { type: "radio", name: this.group, id, value });
-    const label = h(
-      "label",
-      { for: id, class: open ? "visually-hidden" : null },
-      icon ? h("span", { class: `icon icon-${icon}`, "aria-hidden": "true" }) : null,
-      text,
-      size !== null ? h("span", { class: "muted picker-size" }, formatBytes(size)) : null,
-    );
-    const row = h("li", { class: open ? "picker-row" : "picker-row picker-row-pickable" }, input, label, open);
-    row.addEventListener("dblclick", (event) => {
-      if (open && open.contains(event.target)) return;
-      input.checked = true;
-      this.card.form.requestSubmit();
-    });
-    return row;
   }
 }

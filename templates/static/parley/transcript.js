@@ -175,15 +175,19 @@ export class Transcript {
     this.added = 0;
     this.unseen = 0;
     this.timesAt = 0;
+    // Whether the reader follows the latest. The page opens following it, and stops only when the
+    // reader scrolls up away from the end (again once back there): learnt from their scrolling,
+    // not measured as events come, when a tall header or history not yet drawn would say no.
+    this.following = true;
+    this.scrolledTo = 0;
+    this.placedQuestion = null;
     // A transcript built apart (earlier turns, see prependEarlier) neither scrolls nor counts.
     if (detached) return;
-    window.addEventListener(
-      "scroll",
-      () => {
-        if (this.unseen && this.nearBottom()) this.setUnseen(0);
-      },
-      { passive: true },
-    );
+    window.addEventListener("scroll", () => this.scrolled(), { passive: true });
+    // What grows between events (a picker's folder loading) is followed too.
+    new ResizeObserver(() => {
+      if (this.following && this.frame === null) this.keepLatestInView();
+    }).observe(root);
   }
 
   // Earlier turns (a history page: whole turns, all older than what is shown), built apart and
@@ -432,7 +436,7 @@ export class Transcript {
   // only its last block again each frame (see renderStreaming); one that has ended, once whole.
   scheduleRender() {
     if (this.frame === null) {
-      this.follow = this.nearBottom();
+      this.follow = this.following;
       this.frame = requestAnimationFrame(() => this.render());
     }
   }
@@ -452,7 +456,7 @@ export class Transcript {
     const added = this.added;
     this.added = 0;
     if (this.follow) {
-      this.scrollToEnd();
+      this.keepLatestInView();
       if (this.unseen) this.setUnseen(0);
     } else if (added && this.live) {
       this.setUnseen(this.unseen + added);
@@ -474,6 +478,19 @@ export class Transcript {
     content.insertAdjacentHTML("beforeend", renderMarkdown(text.slice(message.settled)));
   }
 
+  scrolled() {
+    const top = document.scrollingElement.scrollTop;
+    const near = this.nearBottom();
+    // The reader moved: the question waiting is theirs to place from now on.
+    if (top !== this.scrolledTo) this.placedQuestion = this.latestAnswerable();
+    // Up, away from the end: the reader reads. Content growing below, or the page following it,
+    // never scrolls up.
+    if (near) this.following = true;
+    else if (top < this.scrolledTo) this.following = false;
+    this.scrolledTo = top;
+    if (this.unseen && near) this.setUnseen(0);
+  }
+
   nearBottom() {
     const page = document.scrollingElement;
     return page.scrollTop + window.innerHeight >= page.scrollHeight - NEAR_END;
@@ -482,11 +499,24 @@ export class Transcript {
   scrollToEnd() {
     const page = document.scrollingElement;
     page.scrollTop = page.scrollHeight;
+    this.scrolledTo = page.scrollTop;
+  }
+
+  // The end of the transcript, just above the footer; but a question waiting for this person
+  // that is taller than the room keeps its prompt in view (its top at the top), until the
+  // reader scrolls on their own.
+  keepLatestInView() {
+    this.scrollToEnd();
+    const card = this.latestAnswerable();
+    if (!card || card === this.placedQuestion || card.element.getBoundingClientRect().top >= 0) return;
+    card.element.scrollIntoView({ block: "start" });
+    this.scrolledTo = document.scrollingElement.scrollTop;
   }
 
   // Go to the latest (the person sent something, or asked to), and keep following it.
   jumpToEnd() {
     this.follow = true;
+    this.following = true;
     this.scrollToEnd();
     this.setUnseen(0);
   }
