@@ -257,3 +257,9 @@ def test_a_draft_is_kept_per_conversation_across_reloads_and_tabs_until_sent(bro
     elsewhere.reload()
     expect(its_box).to_have_value("for the second")
     expect(composer).to_have_value("")
+
+    # Signing out leaves no draft in the browser for whoever uses it next.
+    elsewhere.get_by_role("button", name="Log out").click()
+    expect(elsewhere.get_by_label("Username")).to_be_visible()
+    kept = elsewhere.evaluate("Object.keys(localStorage)")
+    assert [key for key in kept if key.startswith("parley:draft")] == []

@@ -80,6 +80,16 @@ export class Draft {
   }
 }
 
+// Signing out: every draft kept in this browser goes, so that the next person to use it finds
+// none of them (a shared computer).
+export function forgetAllDrafts() {
+  const store = storage();
+  if (!store) return;
+  for (const key of Object.keys(store)) {
+    if (key.startsWith(`${PREFIX}:`)) store.removeItem(key);
+  }
+}
+
 // The one keyboard rule of every box that sends text (the composer, a text question's box, on
 // a conversation's page and on "Waiting for you"): Enter sends, Shift+Enter starts a new line
 // (Ctrl+Enter and ⌘+Enter send too). `send` is called once per press, not for a held key.

@@ -8,7 +8,11 @@
 // what names them ("addressed": questions addressed to them, reminders and escalations naming
 // them, their own turns ending), or all of it ("all").
 
+import { forgetAllDrafts } from "./drafts.js";
 import { ReconnectingSocket } from "./socket.js";
+
+// Signing out leaves no draft behind in this browser.
+document.getElementById("logout-form")?.addEventListener("submit", forgetAllDrafts);
 
 const UNAUTHENTICATED = 4401;
 
