@@ -144,7 +144,7 @@ def test_from_an_empty_database_to_a_teammate_who_answers(browsing, server, mail
 
     # 7. The question waits for him: he opens the conversation and answers it in the page.
     expect(dave.locator("#waiting-count")).to_have_text("1")
-    dave.get_by_role("link", name="Plans").click()
+    dave.get_by_role("main").get_by_role("link", name="Plans").click()
     expect(dave).to_have_url(conversation_url)
     expect(dave.locator("#connection")).to_have_attribute("data-state", "live")
     answer = dave.get_by_role("textbox", name="Answer the agent's question")
