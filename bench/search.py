@@ -112,6 +112,7 @@ async def run(scratch: Path, quick: bool, *, Daphne, prepare_parley, percentile)
 
 
 def measure(scratch: Path, rounds: int, *, Daphne, prepare_parley, percentile) -> dict:
+    load_before = os.getloadavg()[0]
     scratch.mkdir(parents=True, exist_ok=True)
     env, token = prepare_parley(scratch)
     seconds = _seed(env)
@@ -146,6 +147,9 @@ def measure(scratch: Path, rounds: int, *, Daphne, prepare_parley, percentile) -
         "seed_seconds": float(seconds.strip().splitlines()[-1]),
         "rounds": rounds,
         "first_page": found,
+        # The machine's 1-minute load average as the run began (others' work, on a shared
+        # machine) and as it ended (its own requests too).
+        "load": [load_before, os.getloadavg()[0]],
         "ms": {
             name: {"p50": percentile(values, 0.5), "p99": percentile(values, 0.99)}
             for name, values in times.items()
@@ -162,15 +166,18 @@ def report(result: dict) -> list[str]:
         f"bare DRF GET (`/api/workspaces/`) on the same server (stored in "
         f"{result['seed_seconds']:.0f} s through the event log, indexed as stored):",
         "",
-        "| query | first page | p50 ms | p99 ms |",
-        "| --- | ---: | ---: | ---: |",
+        "| query | first page | p50 ms | p99 ms | p50 / bare p50 |",
+        "| --- | ---: | ---: | ---: | ---: |",
     ]
+    bare = ms["bare"]["p50"]
     for name, query in QUERIES.items():
         lines.append(
             f"| {name} `{query}` | {result['first_page'][name]} | {ms[name]['p50']:.1f} | "
-            f"{ms[name]['p99']:.1f} |"
+            f"{ms[name]['p99']:.1f} | {ms[name]['p50'] / bare:.1f} |"
         )
-    lines.append(f"| bare DRF GET | | {ms['bare']['p50']:.1f} | {ms['bare']['p99']:.1f} |")
+    lines.append(f"| bare DRF GET | | {bare:.1f} | {ms['bare']['p99']:.1f} | 1 |")
+    began, ended = result["load"]
+    lines += ["", f"Load average {began:.1f} as the run began, {ended:.1f} as it ended."]
     return lines
 
 

@@ -28,8 +28,8 @@ class SearchEntry(models.Model):
         constraints = [
             models.UniqueConstraint(fields=["conversation", "seq"], name="unique_search_entry"),
         ]
-        # Newest first: a common word's matches are read in this order, and the first page ends.
-        indexes = [models.Index(fields=["-created_at", "-id"], name="search_entry_newest")]
+        # Newest first is by id (the order stored, see search.selectors): each database reads
+        # its own index of ids (the primary key, FTS5's rowids) backwards, and needs no other.
 
     def __str__(self):
         return f"{self.conversation_id}#{self.seq} {self.type}"

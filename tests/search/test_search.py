@@ -244,3 +244,43 @@ def test_an_answer_is_found_by_its_option_label_as_people_read_it(people, conver
         ("selection.resolved", "Bob", "PostgreSQL")
     ]
     assert search_entries(user=people.alice.user, query="pg")["results"] == []
+
+
+def test_pages_hold_only_what_each_person_may_see_newest_first_wherever_it_is(people, conversation):
+    # Matches stored turn about in two workspaces: each person's pages skip the other's, and
+    # end where their own matches end; a member of both reads them all in the order stored.
+    theirs = services.conversation_create(
+        workspace=people.other_workspace, user=people.dave.user, title="Theirs"
+    )
+    turns = {
+        conversation.pk: stored_turn(conversation, people.alice.user, "ours"),
+        theirs.pk: stored_turn(theirs, people.dave.user, "theirs"),
+    }
+    stored = []
+    for n in range(7):
+        for where in (conversation, theirs):
+            store(turns[where.pk], [("message.completed", {"text": f"Release {n} is out"})])
+            where.refresh_from_db()
+            stored.append((where.pk, where.last_seq))
+    newest_first = stored[::-1]
+
+    def pages(user):
+        read, page = [], 1
+        while True:
+            found = search_entries(user=user, query="release", page=page, per_page=2)
+            read.append([(r["conversation"], r["seq"]) for r in found["results"]])
+            if not found["has_next"]:
+                return read
+            page += 1
+
+    ours = [entry for entry in newest_first if entry[0] == conversation.pk]
+    assert pages(people.alice.user) == [ours[0:2], ours[2:4], ours[4:6], ours[6:]]
+    assert pages(people.dave.user)[-1] == [e for e in newest_first if e[0] == theirs.pk][6:]
+    services.membership_set(
+        workspace=people.workspace, user=people.dave.user, role=Membership.Role.VIEWER
+    )
+    assert [entry for page in pages(people.dave.user) for entry in page] == newest_first
+    assert search_entries(user=people.dave.user, query="release", page=8, per_page=2) == {
+        "results": [],
+        "has_next": False,
+    }
