@@ -99,14 +99,18 @@ def test_the_main_job_is_done_with_the_keyboard_alone(browsing, people):
     keys.press("Enter")
     expect(page.get_by_role("heading", name="Your workspaces")).to_be_visible()
 
-    # Start a conversation from the home page: the new conversation's composer has the focus.
+    # Start a conversation from the home page; on its page, the first Tab offers Skip to
+    # content, and the composer is the next stop after the conversation's own controls.
     tab_to(page.get_by_role("textbox", name="New conversation").first)
     keys.type("By keyboard")
     keys.press("Enter")
     expect(page.get_by_role("heading", name="By keyboard")).to_be_visible()
     expect(page.locator("#connection")).to_have_attribute("data-state", "live")
+    keys.press("Tab")
+    wait_for_focus(page.get_by_role("link", name="Skip to content"))
+    keys.press("Enter")
     composer = page.locator("#composer-input")
-    wait_for_focus(composer)
+    tab_to(composer)
 
     # A file picker: open a folder, pick a file in it, choose.
     keys.type("summarize")

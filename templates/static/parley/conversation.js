@@ -141,8 +141,6 @@ const stream = new ConversationStream({
           ? `Nothing here yet. Ask the agent something below${hint}.`
           : "Nothing here yet.";
       }
-      // A new conversation: what comes next is typing, as in any chat (unless the focus moved).
-      if (input && document.activeElement === document.body) input.focus();
     }
     rehydrateQuestions();
   },
