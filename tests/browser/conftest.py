@@ -4,11 +4,13 @@ Daphne on loopback. Screenshots of the main states go to test-artifacts/screensh
 import os
 import re
 import shutil
+import weakref
 from pathlib import Path
 
 import pytest
 from playwright.sync_api import Page, expect, sync_playwright
 
+from tests.browser import axe
 from tests.browser.proxy import CuttableProxy
 from tests.conftest import ROOT, wait_until
 
@@ -26,10 +28,10 @@ CHROMIUM_ARGS = [
     "--disable-sync",
     "--disable-dev-shm-usage",
 ]
-DESKTOP = {"width": 1280, "height": 900}
+DESKTOP = axe.DESKTOP
 # A shared, busy machine: give the page time before calling it broken.
 expect.set_options(timeout=15_000)
-PHONE = {"width": 390, "height": 844}
+PHONE = axe.PHONE
 # Console lines that are the network's doing, not the page's: Chromium reports every refused
 # API call (which the page handles and explains), and, in a test that cuts sockets, the failed
 # reconnects.
@@ -54,9 +56,14 @@ def chromium():
         del os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"]
 
 
+# Which Browsing each of its pages belongs to (what axe finds on a page goes to its problems).
+BROWSING = weakref.WeakKeyDictionary()
+
+
 class Browsing:
     """People's browser sessions against one server; each page's errors and warnings are kept,
-    and the test fails if the page reported any."""
+    and so is what axe finds wrong with each page at each screenshot and at the end of the test
+    (tests/browser/axe.py): the test fails if there is any."""
 
     def __init__(self, chromium, server, people):
         self.chromium = chromium
@@ -75,6 +82,7 @@ class Browsing:
         page = context.new_page()
         page.on("pageerror", lambda error: self.problems.append(f"{who}: {error}"))
         page.on("console", lambda message: self._console(who, message))
+        BROWSING[page] = self
         return page
 
     def signed_out(self, url: str, *, who: str = "nobody") -> Page:
@@ -87,6 +95,7 @@ class Browsing:
     def open(self, who: str, path: str = "/", *, base_url=None, viewport=None) -> Page:
         page = self._page(who, base_url=base_url, viewport=viewport)
         page.goto("/login/")
+        self.accessibility(page, "the login page")
         page.get_by_label("Username").fill(who)
         page.get_by_label("Password").fill(f"{who}-pw")
         page.get_by_role("button", name="Log in").click()
@@ -107,8 +116,17 @@ class Browsing:
             return
         self.problems.append(f"{who}: console {message.type}: {message.text}")
 
+    def accessibility(self, page: Page, where: str) -> None:
+        """What axe finds on ``page`` now goes to the problems, each violation once."""
+        for problem in axe.check(page, where):
+            what = problem.split(" at ", 1)[1]  # the same violation seen again is not news
+            if not any(known.endswith(what) for known in self.problems):
+                self.problems.append(problem)
+
     def close(self) -> None:
         for context in self.contexts:
+            for page in context.pages:
+                self.accessibility(page, f"the end of the test ({page.url})")
             context.close()
 
 
@@ -117,7 +135,7 @@ def browsing(chromium, server, people):
     browsing = Browsing(chromium, server, people)
     yield browsing
     browsing.close()
-    assert browsing.problems == []
+    assert not browsing.problems, "\n".join(browsing.problems)
 
 
 @pytest.fixture
@@ -196,4 +214,10 @@ def screenshot(page: Page, name: str) -> Path:
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     path = SCREENSHOTS / f"{name}.png"
     page.screenshot(path=path)
+    browsing = BROWSING.get(page)
+    if browsing is not None:
+        browsing.accessibility(page, f"screenshot {name}")
+    else:
+        problems = axe.check(page, f"screenshot {name}")
+        assert problems == [], "\n".join(problems)
     return path
