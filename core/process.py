@@ -68,10 +68,12 @@ class ServerLoop:
         """Await ``stop()`` on the server loop when the process is told to stop (SIGTERM)."""
         self._on_shutdown.append(stop)
 
-    async def shut_down(self) -> None:
+    async def shut_down(self, *, serving: bool = True) -> None:
         """Begin to shut down, and run what was registered for it (hand turns back, close
-        sockets), each in turn; one that fails does not keep the others from running."""
-        self.begin_shutdown()
+        sockets), each in turn; one that fails does not keep the others from running.
+        ``serving``: whether this process served connections (a server's does; a command that
+        ran turns in its own process stops without saying it no longer takes any)."""
+        self.begin_shutdown(serving=serving)
         for stop in self._on_shutdown:
             try:
                 await stop()
@@ -88,12 +90,13 @@ class ServerLoop:
         for start in self._on_bind:
             start()
 
-    def begin_shutdown(self) -> None:
+    def begin_shutdown(self, *, serving: bool = True) -> None:
         """Mark the process as shutting down (idempotent): it goes on serving what it has while
-        its readiness tells the load balancer to send it nothing new."""
+        its readiness tells the load balancer to send it nothing new (logged if ``serving``)."""
         if not self.draining:
             self.draining = True
-            logger.info("Shutting down: no longer ready for new connections")
+            if serving:
+                logger.info("Shutting down: no longer ready for new connections")
 
     def in_loop_thread(self) -> bool:
         return self._loop_thread == threading.get_ident()

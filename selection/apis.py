@@ -53,6 +53,12 @@ class SelectionSerializer(serializers.Serializer):
     mode = _question_field("mode")
     root = _question_field("root")
     schema = _question_field("schema")
+    field_order = serializers.ListField(
+        child=serializers.CharField(),
+        allow_null=True,
+        help_text="A form's field names in the order it defined them (the schema's object may "
+        "not keep that order); null for other kinds",
+    )
     addressee = serializers.DictField(allow_null=True)
     status = serializers.ChoiceField(choices=Selection.Status.choices)
     answer = serializers.JSONField(allow_null=True)

@@ -130,6 +130,8 @@ class Selection(models.Model):
             "mode": self.mode or None,
             "root": self.root if self.kind == self.Kind.PATH else None,
             "schema": self.schema,
+            # A form's field names in its own order (the schema's object may have lost it).
+            "field_order": self.form_field_names() if self.kind == self.Kind.FORM else None,
             "addressee": person(self.addressee),
             "status": self.status,
             "answer": self.answer,

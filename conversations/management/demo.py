@@ -74,7 +74,8 @@ async def _seed(workspace, users: dict) -> None:
                 await run_db(_answer, conversation.pk, users[who], value)
                 await _until(turn.pk, lambda t: t.status in Turn.ENDED_STATUSES)
     finally:
-        await server_loop.shut_down()
+        # This process served no one: it stops its turns without a server's farewell.
+        await server_loop.shut_down(serving=False)
         for name, value in kept.items():
             setattr(settings, name, value)
 

@@ -130,6 +130,8 @@ def test_sigterm_turns_readiness_false_then_the_server_stops(make_server):
         assert client.get("/healthz").status_code == 200
         assert client.get("/api/workspaces/").status_code == 401
     assert live.process.wait(timeout=20) == 0
+    # A server says so (a command that ran turns of its own, such as seed_demo, does not).
+    assert "Shutting down: no longer ready for new connections" in live.log_text()
 
 
 def test_sigterm_ends_tails_cleanly_so_that_they_reconnect_elsewhere(

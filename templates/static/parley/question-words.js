@@ -51,6 +51,14 @@ export function plainText(markdown) {
   return inlineMarkdown("span", {}, markdown).textContent;
 }
 
+// A form's field names in the order its question defined them: its `field_order` (the stored
+// schema's object may have lost that order, as PostgreSQL's jsonb does), else the schema's.
+export function formFieldNames(selection) {
+  const names = Object.keys((selection.schema && selection.schema.properties) || {});
+  const kept = (selection.field_order || []).filter((name) => names.includes(name));
+  return [...kept, ...names.filter((name) => !kept.includes(name))];
+}
+
 // How an answer reads to people: option labels for values, field titles for a form's keys.
 export function describeAnswer(selection, answer) {
   if (answer === null || answer === undefined) return "";
@@ -66,9 +74,11 @@ export function describeAnswer(selection, answer) {
       return `“${answer}”`;
     case "form": {
       const properties = (selection.schema && selection.schema.properties) || {};
-      return Object.entries(answer)
-        .map(([key, value]) => {
+      const order = formFieldNames(selection).filter((key) => key in answer);
+      return [...order, ...Object.keys(answer).filter((key) => !order.includes(key))]
+        .map((key) => {
           const title = (properties[key] && properties[key].title) || key;
+          const value = answer[key];
           const shown = typeof value === "boolean" ? (value ? "yes" : "no") : String(value);
           return `${title}: ${shown}`;
         })

@@ -11,6 +11,7 @@ import {
   VIA_WORDS,
   countdownText,
   describeAnswer,
+  formFieldNames,
   inlineMarkdown,
   kindWords,
   plainText,
@@ -359,7 +360,8 @@ export class QuestionCard {
     const schema = this.selection.schema || { properties: {} };
     const required = new Set(schema.required || []);
     const fields = [];
-    for (const [name, field] of Object.entries(schema.properties)) {
+    for (const name of formFieldNames(this.selection)) {
+      const field = schema.properties[name];
       const id = uniqueId(`field-${name}`);
       const hintId = field.description ? uniqueId("field-hint") : null;
       const title = field.title || name;
