@@ -99,7 +99,7 @@ def test_a_conversation_with_another_model_streams_its_answer_after_a_retry_and_
     # The key goes to the model server and nowhere else: not into any page people see.
     assert KEY not in page.content()
     page.goto("/")
-    expect(page.get_by_role("link", name="Ask the other model")).to_be_visible()
+    expect(page.get_by_role("main").get_by_role("link", name="Ask the other model")).to_be_visible()
     assert KEY not in page.content()
 
 
