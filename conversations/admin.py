@@ -19,15 +19,17 @@ from django.utils.html import format_html, format_html_join
 
 from core.errors import ApplicationError
 
-from . import services
+from . import hooks, services
 from .models import Conversation, Membership, ParkedTurn, Turn, TurnEvent, Watcher, Workspace
 from .services.ownership import unowned, why_unowned
 
 
 def record_models() -> tuple:
-    """What a conversation's record is made of: its turns, their events, and the questions they
-    asked (reached through Turn: conversations never imports selection)."""
-    return Turn, TurnEvent, Turn._meta.get_field("selections").related_model
+    """What a conversation's record is made of: its turns, their events, the questions they
+    asked (reached through Turn: conversations never imports selection), and what higher apps
+    keep of it (hooks.record_parts: search's entries, activity's seen marks)."""
+    questions = Turn._meta.get_field("selections").related_model
+    return Turn, TurnEvent, questions, *hooks.record_parts.models()
 
 
 class DeletesWholeRecords:

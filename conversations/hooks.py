@@ -9,7 +9,9 @@ Channels' layers let an app plug in:
 - ``turns`` is filled by the conversations app with its turn runtime
   (:class:`conversations.runtime.runner.TurnRunner`);
 - ``questions`` is filled by the selection app (:class:`selection.hooks.TurnQuestions`);
-- ``index`` is filled by the search app (:class:`search.indexing.EventIndex`).
+- ``index`` is filled by the search app (:class:`search.indexing.EventIndex`);
+- ``record_parts`` is added to by every app whose rows go with a conversation or a workspace
+  (search's index entries, activity's seen marks), for the admin's delete pages.
 """
 
 from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
@@ -37,6 +39,21 @@ class Hook(Generic[Provider]):
         if self._provider is None:
             raise ImproperlyConfigured(f"Nothing provides {self.name}: is its app installed?")
         return self._provider
+
+
+class Parts:
+    """A place for many: the models that each app adds at app start."""
+
+    def __init__(self, name: str):
+        self.name = name
+        self._models: list = []
+
+    def add(self, model) -> None:
+        if model not in self._models:
+            self._models.append(model)
+
+    def models(self) -> tuple:
+        return tuple(self._models)
 
 
 class Turns(Protocol):
@@ -118,3 +135,7 @@ class EventIndex(Protocol):
 turns: Hook[Turns] = Hook("the turn runtime")
 questions: Hook[Questions] = Hook("the questions turns ask")
 index: Hook[EventIndex] = Hook("the search index")
+# Models of higher apps whose rows are part of a conversation's record: deleted with their
+# conversation (or its workspace) and never on their own. The admin's delete pages take them
+# with the conversation without asking for their own delete permission.
+record_parts: Parts = Parts("the parts of a conversation's record kept by higher apps")

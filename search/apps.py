@@ -14,5 +14,8 @@ class SearchConfig(AppConfig):
         from conversations import hooks
 
         from .indexing import EventIndex
+        from .models import SearchEntry
 
         hooks.index.register(EventIndex())
+        # Its entries go with their conversation: the admin deletes them with it.
+        hooks.record_parts.add(SearchEntry)

@@ -4,9 +4,14 @@ as when an owner deletes it, and not while one of its turns is still active."""
 
 import pytest
 from django.contrib.admin.utils import quote
+from django.contrib.auth import get_user_model
+from django.contrib.auth.models import Permission
 
+from activity.models import Seen
+from activity.services import conversation_seen
 from conversations import services
 from conversations.models import Conversation, Turn, TurnEvent, Workspace
+from search.models import SearchEntry
 
 EVENTS = "/admin/conversations/turnevent/"
 TURNS = "/admin/conversations/turn/"
@@ -56,6 +61,27 @@ def test_a_finished_conversation_is_deleted_with_its_whole_record(admin_client, 
     assert not Turn.objects.exists() and not TurnEvent.objects.exists()
 
 
+def test_staff_allowed_to_delete_conversations_delete_one_with_its_index_and_seen_marks(
+    client, people, finished
+):
+    # Search's entries and activity's seen marks go with their conversation: a staff member
+    # allowed to delete conversations (and nothing else) deletes one whose messages are indexed
+    # and that people have seen, without being asked for the permission to delete either.
+    conversation = finished.conversation
+    conversation_seen(user=people.bob.user, conversation=conversation, seq=conversation.last_seq)
+    assert SearchEntry.objects.filter(conversation=conversation).exists()
+    assert Seen.objects.filter(conversation=conversation).exists()
+    staff = get_user_model().objects.create_user("staff", password="pw", is_staff=True)
+    staff.user_permissions.add(Permission.objects.get(codename="delete_conversation"))
+    client.force_login(staff)
+    delete = f"{CONVERSATIONS}{quote(conversation.pk)}/delete/"
+    page = client.get(delete).content.decode()
+    assert "Are you sure" in page and "permission" not in page
+    assert client.post(delete, {"post": "yes"}).status_code == 302
+    assert not Conversation.objects.exists() and not TurnEvent.objects.exists()
+    assert not SearchEntry.objects.exists() and not Seen.objects.exists()
+
+
 def test_a_conversation_or_workspace_with_an_active_turn_is_not_deleted(
     admin_client, people, conversation, finished
 ):
@@ -83,5 +109,9 @@ def test_a_conversation_or_workspace_with_an_active_turn_is_not_deleted(
     assert TurnEvent.objects.filter(turn=finished).count() == 3
 
     services.turn_finish(turn_id=active.pk, status=Turn.Status.COMPLETED)
+    assert SearchEntry.objects.filter(conversation=conversation).exists()
+    page = admin_client.get(workspace_delete).content.decode()
+    assert "Are you sure" in page and "permission" not in page
     assert admin_client.post(workspace_delete, {"post": "yes"}).status_code == 302
     assert not Workspace.objects.filter(slug="team").exists() and not TurnEvent.objects.exists()
+    assert not SearchEntry.objects.exists()
