@@ -126,13 +126,21 @@ def waiting_for(*, user) -> list[dict]:
     the turn before it, or None) and the person's role there, addressed to them first, then
     the oldest first. Two queries, however many questions."""
     roles = dict(Membership.objects.filter(user=user).values_list("workspace_id", "role"))
-    # The question's row is written after the messages before it (the turn's events are
-    # written out before it asks), so its time bounds them.
+    # The agent's last message is the last one stored before the question's own event: bounded
+    # by seq, the event log's order, and not by time (a row's time and an event's come from
+    # different clocks). The question's event is the turn's selection.requested naming it.
+    asked_seq = (
+        TurnEvent.objects.filter(turn=OuterRef("turn"), type=TurnEvent.Type.SELECTION_REQUESTED)
+        .alias(question=KT("data__id"))
+        .filter(question=OuterRef("pk"))
+        .order_by("seq")
+        .values("seq")[:1]
+    )
     last_words = (
         TurnEvent.objects.filter(
             turn=OuterRef("turn"),
             type=TurnEvent.Type.MESSAGE_COMPLETED,
-            created_at__lte=OuterRef("created_at"),
+            seq__lt=OuterRef("asked_seq"),
         )
         .order_by("-seq")
         .annotate(head=Substr(KT("data__text"), 1, CONTEXT_CHARS + 20))
@@ -142,6 +150,7 @@ def waiting_for(*, user) -> list[dict]:
         selections_answerable_by(user=user, status=Selection.Status.PENDING)
         .select_related("conversation__workspace", "turn__started_by")
         .defer("turn__input")
+        .annotate(asked_seq=Subquery(asked_seq))
         .annotate(
             input_head=Substr("turn__input", 1, CONTEXT_CHARS + 20),
             agent_head=Subquery(last_words),

@@ -721,8 +721,9 @@ def message_events(text: str) -> list[tuple[str, dict]]:
 
 
 def waiting_question(turn: Turn, ordinal: int, prompt: str) -> Selection:
-    """A text question left pending in a stored turn (for "Waiting for you"), due in an hour."""
-    return Selection.objects.create(
+    """A text question left pending in a stored turn (for "Waiting for you"), due in an hour,
+    with its selection.requested event (as selection_request stores it)."""
+    selection = Selection.objects.create(
         conversation_id=turn.conversation_id,
         turn=turn,
         ordinal=ordinal,
@@ -730,6 +731,8 @@ def waiting_question(turn: Turn, ordinal: int, prompt: str) -> Selection:
         prompt=prompt,
         expires_at=timezone.now() + timedelta(hours=1),
     )
+    store(turn, [("selection.requested", selection.to_payload())])
+    return selection
 
 
 # The conversation page (browser) -----------------------------------------------------------------

@@ -2,6 +2,8 @@
 as /api/waiting/ gives it: the right words for each question, cut sensibly, read in the same two
 queries however many questions wait."""
 
+from datetime import timedelta
+
 import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
@@ -50,3 +52,20 @@ def test_each_waiting_question_comes_with_what_led_to_it_in_two_queries(
         store(more, [started(more), *message_events(f"Said {index}.")])
         waiting_question(more, 1, f"Question {index}?")
     assert queries() == 2
+
+
+def test_the_agents_last_words_are_found_by_order_not_by_clock(conversation, people):
+    # The event log's times and the question's row come from different clocks: a question
+    # whose row says it was made before the message that led to it still shows that message,
+    # and not the one said after it.
+    alice = people.alice.user
+    turn = stored_turn(conversation, alice, "Plan the offsite")
+    store(turn, [started(turn), *message_events("Two venues.")])
+    question = waiting_question(turn, 1, "Which venue?")
+    store(turn, message_events("Said after the question."))
+    said = turn.events.get(type="message.completed", data__text="Two venues.")
+    Selection.objects.filter(pk=question.pk).update(
+        created_at=said.created_at - timedelta(seconds=5)
+    )
+    (waiting,) = waiting_for(user=people.bob.user)
+    assert waiting["agent_said"] == "Two venues."
