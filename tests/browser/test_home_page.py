@@ -259,16 +259,22 @@ def test_reading_searching_and_paging_beyond_fifty_work_without_javascript(
 
 
 def test_alice_renames_and_archives_from_the_conversation_header(browsing, conversation):
+    # A title with what String.replace reads as patterns ("$&", "$'", "$`") is shown as typed,
+    # in her tab and heading and in Carol's open page of it.
+    renamed = "Plans $& $' $` for Q3"
+    carol = browsing.conversation("carol", conversation.pk)
     page = browsing.conversation("alice", conversation.pk)
     header = page.locator(".conversation-title")
     header.get_by_role("button", name="Rename").click()
     box = header.get_by_label("New title for Plans")
-    box.fill("Plans for Q3")
+    box.fill(renamed)
     screenshot(page, "conversation-rename")
     box.press("Enter")
-    expect(page.get_by_role("heading", level=1)).to_have_text("Plans for Q3")
-    expect(page.locator('.crumbs [aria-current="page"]')).to_have_text("Plans for Q3")
-    assert Conversation.objects.get(pk=conversation.pk).title == "Plans for Q3"
+    for each in (page, carol):
+        expect(each.get_by_role("heading", level=1)).to_have_text(renamed)
+        expect(each).to_have_title(f"{renamed} · The Team · Parley")
+    expect(page.locator('.crumbs [aria-current="page"]')).to_have_text(renamed)
+    assert Conversation.objects.get(pk=conversation.pk).title == renamed
     header.get_by_role("button", name="Archive").click()
     expect(header.locator(".pill-archived")).to_be_visible()
     expect(header.get_by_role("button", name="Unarchive")).to_be_visible()

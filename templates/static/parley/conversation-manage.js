@@ -169,7 +169,10 @@ function manageHeader(block) {
   function showTitle(next) {
     const crumb = document.querySelector('.crumbs [aria-current="page"]');
     if (crumb) crumb.textContent = next;
-    document.title = document.title.replace(title, next);
+    // Rebuilt as the server writes it (after the waiting count, if any), never by replacing
+    // the old title inside it: "$&" in a title is text, not a pattern.
+    const counted = document.title.match(/^\(\d+\)\s+/)?.[0] ?? "";
+    document.title = `${counted}${next} · ${block.dataset.workspace} · Parley`;
     heading.textContent = next;
     title = next;
   }
