@@ -12,6 +12,7 @@ from tests.helpers import (
     ask,
     create_conversation,
     message_events,
+    reply,
     start,
     started,
     store,
@@ -105,3 +106,36 @@ def test_each_waiting_question_shows_what_led_to_it_collapsed(browsing, conversa
     other.locator("summary").click()
     expect(other.locator(".waiting-said")).to_have_text(re.compile("asked straight away"))
     screenshot(bob, "waiting-context")
+
+
+def test_a_draft_goes_with_its_question_settled_elsewhere(browsing, people):
+    bob_id, alice_id = people.bob.user.pk, people.alice.user.pk
+    with browsing.server.client(people.alice) as alice:
+        cid = create_conversation(alice, title="Naming")
+        start(alice, cid, [ask(kind="text", prompt="What should we call it?")])
+        question = wait_pending(alice, cid)
+        bob = browsing.open("bob", "/waiting/")
+        expect(bob.locator("body")).to_have_attribute("data-waiting-loaded", "1")
+        # Drafts of questions settled while no page of Bob's was open go when the list is read;
+        # those of questions still waiting, and other people's, stay.
+        bob.evaluate(
+            """([bob, alice]) => {
+                localStorage.setItem(`parley:draft:${bob}:question:s_settled`, "old words");
+                localStorage.setItem(`parley:draft:${alice}:question:s_settled`, "hers");
+            }""",
+            [bob_id, alice_id],
+        )
+        bob.reload()
+        expect(bob.locator("body")).to_have_attribute("data-waiting-loaded", "1")
+        key = f"parley:draft:{bob_id}:question:{question['id']}"
+        bob.get_by_label("Your answer").fill("Half a na")
+        drafts = "() => Object.keys(localStorage).filter((key) => key.startsWith('parley:draft:'))"
+        assert sorted(bob.evaluate(drafts)) == sorted(
+            [key, f"parley:draft:{alice_id}:question:s_settled"]
+        )
+
+        # Alice answers it elsewhere: the card leaves Bob's list, and his draft with it.
+        bob.mouse.move(0, 0)
+        assert reply(alice, question["id"], answer="Parley").status_code == 200
+        expect(bob.locator(".waiting-item")).to_have_count(0)
+        assert bob.evaluate(drafts) == [f"parley:draft:{alice_id}:question:s_settled"]

@@ -80,6 +80,19 @@ export class Draft {
   }
 }
 
+// The drafts of questions no longer waiting (settled while no page of theirs was open to see
+// it): every `question:<id>` draft of this person whose id is not among `pending`, the ids of
+// every question they may still answer.
+export function forgetSettledQuestionDrafts(me, pending) {
+  const store = storage();
+  if (!store) return;
+  const prefix = `${PREFIX}:${me.id}:question:`;
+  const waiting = new Set(pending);
+  for (const key of Object.keys(store)) {
+    if (key.startsWith(prefix) && !waiting.has(key.slice(prefix.length))) store.removeItem(key);
+  }
+}
+
 // Signing out: every draft kept in this browser goes, so that the next person to use it finds
 // none of them (a shared computer).
 export function forgetAllDrafts() {

@@ -8,6 +8,7 @@
 
 import { ApiError, api, configureApi } from "./api.js";
 import { h, personName } from "./dom.js";
+import { forgetSettledQuestionDrafts } from "./drafts.js";
 import { renderMarkdown } from "./markdown.js";
 import { QuestionCard } from "./questions.js";
 
@@ -48,7 +49,10 @@ function keepHeight(element) {
   page.held.add(element);
 }
 
-function drop(id, element) {
+// Gone from the list: its box goes, and with it the draft typed there (its listeners and its
+// stored text: the question no longer waits).
+function drop(id, { element, card }) {
+  card.draft?.forget();
   sizes.unobserve(element);
   element.remove();
   page.shown.delete(id);
@@ -57,7 +61,7 @@ function drop(id, element) {
 function letGo() {
   for (const element of page.held) element.style.minHeight = "";
   page.held.clear();
-  for (const [id, { element }] of page.leaving) drop(id, element);
+  for (const [id, shown] of page.leaving) drop(id, shown);
   page.leaving.clear();
   showEmpty();
 }
@@ -128,7 +132,7 @@ function entry(item, fresh) {
 // Settled elsewhere: it leaves, at once or (under the pointer) once the pointer leaves.
 function leave(id, shown) {
   if (!pointerOver()) {
-    drop(id, shown.element);
+    drop(id, shown);
     return;
   }
   keepHeight(shown.element);
@@ -165,6 +169,9 @@ function render(items) {
     else list.append(added.element);
     added.card.activate();
   }
+  // The first reading lists every question the person may answer: the drafts of any other
+  // (settled while no page of theirs was open) are of no more use.
+  if (!page.loaded) forgetSettledQuestionDrafts(config.me, pending);
   page.loaded = true;
   showEmpty();
 }
