@@ -1,6 +1,7 @@
 """Accessibility checked by a machine: axe-core (the npm package pinned in
-tests/clients/package.json) run on a page in the browser tests, at the desktop and the phone
-size, reporting every serious or critical violation.
+tests/clients/package.json) run on a page in the browser tests, reporting every serious or
+critical violation: at each screenshot and sign-in at the page's size, and on every page still
+open at the end of a test at the desktop and the phone size both.
 
 axe's source goes in through Playwright's ``evaluate`` (the DevTools protocol), which the
 page's Content-Security-Policy does not govern: the policy stays as Parley sends it. A page
@@ -82,9 +83,12 @@ def _run(page: Page, where: str) -> list[str]:
     return problems
 
 
-def check(page: Page, where: str) -> list[str]:
-    """axe's serious and critical violations on ``page`` as it is now, at the desktop and the
-    phone size (the page is put back to its own size after), one line each."""
+def check(page: Page, where: str, *, both_sizes: bool = True) -> list[str]:
+    """axe's serious and critical violations on ``page`` as it is now, one line each: at its
+    own size, and (``both_sizes``) at the desktop and the phone size, the page put back to its
+    own size after. Mid-test, a page is checked at its own size only: a page that answers a
+    change of size (the sidebar turning into a drawer, the transcript following its end) would
+    not be the page the test goes on with."""
     if page.is_closed() or urlsplit(page.url).path.startswith(THIRD_PARTY):
         return []
     # With its scripts off (a test of the pages without JavaScript), axe's timers never fire:
@@ -93,7 +97,7 @@ def check(page: Page, where: str) -> list[str]:
     if page.context._impl_obj._options.get("javaScriptEnabled") is False:
         return []
     own = page.viewport_size
-    sizes = [own] + [size for size in (DESKTOP, PHONE) if size != own]
+    sizes = [own] + [size for size in (DESKTOP, PHONE) if size != own and both_sizes]
     problems: list[str] = []
     try:
         for size in sizes:

@@ -116,9 +116,9 @@ class Browsing:
             return
         self.problems.append(f"{who}: console {message.type}: {message.text}")
 
-    def accessibility(self, page: Page, where: str) -> None:
+    def accessibility(self, page: Page, where: str, *, both_sizes: bool = False) -> None:
         """What axe finds on ``page`` now goes to the problems, each violation once."""
-        for problem in axe.check(page, where):
+        for problem in axe.check(page, where, both_sizes=both_sizes):
             what = problem.split(" at ", 1)[1]  # the same violation seen again is not news
             if not any(known.endswith(what) for known in self.problems):
                 self.problems.append(problem)
@@ -126,7 +126,7 @@ class Browsing:
     def close(self) -> None:
         for context in self.contexts:
             for page in context.pages:
-                self.accessibility(page, f"the end of the test ({page.url})")
+                self.accessibility(page, f"the end of the test ({page.url})", both_sizes=True)
             context.close()
 
 
@@ -218,6 +218,6 @@ def screenshot(page: Page, name: str) -> Path:
     if browsing is not None:
         browsing.accessibility(page, f"screenshot {name}")
     else:
-        problems = axe.check(page, f"screenshot {name}")
+        problems = axe.check(page, f"screenshot {name}", both_sizes=False)
         assert problems == [], "\n".join(problems)
     return path
