@@ -12,6 +12,7 @@ from conversations.events import MAX_SEQ
 from core.api import error_responses
 
 from . import selectors, services
+from .selectors import UNREAD_CAP
 
 MAX_LIST = 200
 
@@ -32,7 +33,7 @@ class RecentConversationSerializer(serializers.Serializer):
     seen_seq = serializers.IntegerField(help_text="How far you have seen it (0: never)")
     unread = serializers.IntegerField(
         help_text="Messages since you last saw it: inputs, the agent's completed messages, "
-        "questions and answers"
+        f"questions and answers; counted up to {UNREAD_CAP} ({UNREAD_CAP} means that many or more)"
     )
 
     def get_running(self, conversation) -> bool:

@@ -10,7 +10,7 @@ from django.utils import timezone
 
 from core.ids import new_id
 
-from .events import TERMINAL_EVENT_TYPES, EventType, event_envelope
+from .events import MESSAGE_EVENT_TYPES, TERMINAL_EVENT_TYPES, EventType, event_envelope
 
 # Public ids: a short type prefix and 16 random hex digits, e.g. ``c_9f2c4e1a7b3d5c60``.
 
@@ -277,6 +277,13 @@ class TurnEvent(models.Model):
                 fields=["turn", "seq"],
                 condition=Q(type=EventType.TURN_STEERED.value),
                 name="event_steering",
+            ),
+            # Unread counts (the activity app): the messages after a person's mark, without
+            # visiting the deltas between them. The IN list sorted, as the count writes it.
+            models.Index(
+                fields=["conversation", "seq"],
+                condition=Q(type__in=sorted(MESSAGE_EVENT_TYPES)),
+                name="event_messages",
             ),
         ]
 

@@ -1,7 +1,8 @@
 """The sidebar in a real Chromium, with two people at once: conversations across workspaces by
 latest activity, kept live over the person's socket (a new one, a rename, a turn running), unread
 counts that rise while the person is elsewhere and clear when they look (stored: a reload keeps
-them); the home list and others' open pages kept live the same way (issue 30's bug 6); and the
+them); the home list and others' open pages kept live the same way (issue 30's bug 6); the
+latest 50 and "Show more"; seen marks that back off when they fail and stop when refused; and the
 drawer on a phone."""
 
 import json
@@ -13,6 +14,7 @@ from playwright.sync_api import expect
 from conversations import services
 from tests.browser.conftest import PHONE, screenshot
 from tests.conftest import wait_until
+from tests.helpers import started, store, stored_turn
 
 pytestmark = pytest.mark.browser
 
@@ -99,6 +101,7 @@ def test_the_phone_drawer_opens_and_closes_with_its_button_and_the_desktop_choic
     toggle = page.get_by_role("button", name="Conversations", exact=True)
     expect(toggle).to_have_attribute("aria-expanded", "false")
     expect(page.locator("#sidebar")).to_be_hidden()
+    expect(toggle).to_be_visible()  # shown by sidebar.js once it runs: Tab waits for it
     # By keyboard: the toggle is the first stop after the skip link.
     page.keyboard.press("Tab")
     page.keyboard.press("Tab")
@@ -123,3 +126,57 @@ def test_the_phone_drawer_opens_and_closes_with_its_button_and_the_desktop_choic
         "aria-expanded", "false"
     )
     expect(page.locator("#sidebar")).to_be_hidden()
+
+
+def test_fifty_then_more_and_seen_marks_back_off_on_failure_and_stop_when_refused(browsing, people):
+    talk = services.conversation_create(
+        workspace=people.workspace, user=people.alice.user, title="Talk", agent="scripted"
+    )
+    for n in range(50):
+        newer = services.conversation_create(
+            workspace=people.workspace, user=people.alice.user, title=f"Newer {n}"
+        )
+    turn = stored_turn(newer, people.alice.user, "Many")
+    store(turn, [started(turn), *[("message.completed", {"text": "."})] * 120])
+
+    bob = browsing.conversation("bob", talk.pk)
+    # The latest 50 (Talk is the 51st); counts above 99 say so.
+    expect(bob.locator("#sidebar .sidebar-item")).to_have_count(50)
+    expect(sidebar_item(bob, "Newer 49").locator(".unread-count")).to_have_text("99+ unread")
+    bob.get_by_role("button", name="Show more conversations").click()
+    expect(bob.locator("#sidebar .sidebar-item")).to_have_count(51)
+    expect(sidebar_item(bob, "Talk").get_by_role("link")).to_be_focused()
+    expect(sidebar_item(bob, "Talk").get_by_role("link")).to_have_attribute("aria-current", "page")
+    expect(bob.locator(".sidebar-more")).to_be_hidden()
+    screenshot(bob, "sidebar-show-more")
+
+    seen = []
+    bob.on("request", lambda request: "/seen/" in request.url and seen.append(request.url))
+
+    def talk_turn(first: str, last: str, turns: int) -> None:
+        script = [{"say": first}, {"sleep": 2}, {"say": last}]
+        with browsing.server.client(people.alice) as alice:
+            alice.post(f"/api/conversations/{talk.pk}/turns/", json={"input": json.dumps(script)})
+        # Its end, after the agent's last message (the input shows the script itself).
+        expect(bob.locator(".turn-end")).to_have_text(["Completed"] * turns)
+
+    # The network fails: marks try again later and later, not every 300 ms.
+    browsing.allow_network_noise = True
+    bob.route("**/seen/", lambda route: route.abort())
+    talk_turn("One.", "Two.", 1)
+    assert 1 <= len(seen) <= 4, seen
+    assert bob.evaluate("window.parleySidebar.markFailures") >= 1
+
+    # Refused (as once the person is removed, or the conversation deleted): one try, then none.
+    bob.unroute("**/seen/")
+    refusal = json.dumps({"error": {"code": "forbidden", "message": "No."}})
+    bob.route(
+        "**/seen/",
+        lambda route: route.fulfill(status=403, content_type="application/json", body=refusal),
+    )
+    bob.reload()
+    expect(bob.locator("#connection")).to_have_attribute("data-state", "live")
+    seen.clear()
+    talk_turn("Three.", "Four.", 2)
+    assert len(seen) == 1, seen
+    assert bob.evaluate("window.parleySidebar.markRefused") == 403

@@ -3,7 +3,8 @@
 // since they last saw each (stored per person: GET /api/me/conversations/). It reads the list
 // again whenever the person's socket says one of theirs changed (people.js turns its
 // "activity" frames into `parley:activity` events), and tells the other lists of the page
-// (home.js, the conversation's heading) with a `parley:conversations` event. On a
+// (home.js, the conversation's heading) with a `parley:conversations` event. It shows the latest
+// 50; "Show more" reads 50 more at a time, up to 200. On a
 // conversation's page it marks what the person sees as seen (POST .../seen/), while the tab is
 // visible. Wide screens show it beside the page, collapsible, the choice kept in localStorage;
 // phones get a drawer behind the header's button.
@@ -20,8 +21,26 @@ const STORED = "parley.sidebar";
 const current = document.querySelector(".conversation-title[data-conversation]")?.dataset.conversation;
 
 // What happened, for people debugging (and the browser tests).
-const state = { refreshes: 0, conversations: [], marked: 0 };
+const state = { refreshes: 0, conversations: [], marked: 0, limit: 0 };
 window.parleySidebar = state;
+
+// The latest 50, and "Show more" for 50 more at a time, up to the API's 200.
+const PAGE = 50;
+const MOST = 200;
+state.limit = PAGE;
+const more = h(
+  "button",
+  { type: "button", class: "link-button sidebar-status sidebar-more", hidden: true },
+  "Show more",
+  h("span", { class: "visually-hidden" }, " conversations"),
+);
+list.after(more);
+more.addEventListener("click", async () => {
+  const shown = state.conversations.length;
+  state.limit = Math.min(MOST, state.limit + PAGE);
+  await load();
+  list.children[shown]?.querySelector("a")?.focus(); // the first of the new ones
+});
 
 // Open and closed. --------------------------------------------------------------------------
 
@@ -85,7 +104,8 @@ function item(conversation) {
   if (unread > 0) {
     link.append(
       " ",
-      h("span", { class: "unread-count" }, String(unread), h("span", { class: "visually-hidden" }, " unread")),
+      // Counts stop at 100 (the server reads no further): "99+" above 99.
+      h("span", { class: "unread-count" }, unread > 99 ? "99+" : String(unread), h("span", { class: "visually-hidden" }, " unread")),
     );
   }
   return h("li", { class: "sidebar-item", "data-conversation": conversation.id, "data-unread": String(unread) }, link);
@@ -96,6 +116,7 @@ function render(conversations) {
   list.replaceChildren(...conversations.map(item));
   status.textContent = conversations.length ? "" : "No conversations yet.";
   status.hidden = conversations.length > 0;
+  more.hidden = !(conversations.length >= state.limit && state.limit < MOST);
   if (focused) list.querySelector(`[data-conversation="${CSS.escape(focused)}"] a`)?.focus();
 }
 
@@ -111,7 +132,7 @@ async function load() {
   loading = (async () => {
     do {
       again = false;
-      const response = await fetch("/api/me/conversations/", {
+      const response = await fetch(`/api/me/conversations/?limit=${state.limit}`, {
         headers: { Accept: "application/json" },
         credentials: "same-origin",
       });
@@ -137,28 +158,51 @@ async function load() {
   }
 }
 
-// Notices come in bursts (a turn starting stores several messages): one read for each burst.
+// Notices come in bursts (a turn starting stores several messages) and, in a busy workspace,
+// without pause: the list is read at most once a second, soon after the first notice and once
+// more after the last (a notice never waits more than a second).
+const REREAD_EVERY = 1000;
+let lastRead = 0;
+
 function loadSoon() {
-  clearTimeout(soon);
-  soon = setTimeout(load, 150);
+  if (soon) return; // a read is planned: it will see this change too
+  const wait = Math.max(100, lastRead + REREAD_EVERY - Date.now());
+  soon = setTimeout(() => {
+    soon = null;
+    lastRead = Date.now();
+    load();
+  }, wait);
 }
 
 window.addEventListener("parley:activity", loadSoon);
 
 // Seen. -------------------------------------------------------------------------------------
 // The newest event the conversation's page has shown, marked seen while the tab is visible;
-// at most one call at a time, the latest seq winning.
+// at most one call at a time, the latest seq winning. A refusal (4xx: the conversation deleted,
+// the person removed, too many calls) stops marking on this page; a server or network failure
+// tries again later and later (1 s, 2 s, 4 s... up to a minute).
 
+const MARK_DELAY = 300;
 let marking = false;
 let markTimer = null;
+let asked = 0;
+let retryAt = 0;
+state.markFailures = 0;
+state.markRefused = null;
 
 function shownSeq() {
   return Number(window.parleyStream?.lastSeq ?? document.body.dataset.lastSeq ?? 0) || 0;
 }
 
+function failed() {
+  state.markFailures += 1;
+  retryAt = Date.now() + Math.min(60_000, 1000 * 2 ** (state.markFailures - 1));
+}
+
 async function markSeen() {
+  markTimer = null;
   const seq = shownSeq();
-  if (marking || document.visibilityState !== "visible" || seq <= state.marked) return;
+  if (marking || state.markRefused || document.visibilityState !== "visible" || seq <= state.marked) return;
   marking = true;
   try {
     const response = await fetch(`/api/conversations/${encodeURIComponent(current)}/seen/`, {
@@ -167,16 +211,30 @@ async function markSeen() {
       headers: { "Content-Type": "application/json", "X-CSRFToken": sidebar.dataset.csrf },
       body: JSON.stringify({ seq }),
     });
-    if (response.ok) state.marked = (await response.json()).seen_seq;
+    if (response.ok) {
+      state.marked = (await response.json()).seen_seq;
+      asked = seq;
+      state.markFailures = 0;
+      retryAt = 0;
+    } else if (response.status < 500) {
+      state.markRefused = response.status;
+    } else {
+      failed();
+    }
+  } catch {
+    failed();
   } finally {
     marking = false;
   }
-  if (shownSeq() > state.marked) markSoon();
+  // Newer events shown meanwhile (or a failure to try again): not for a seq the server refused
+  // to go to, nor after a refusal.
+  if (shownSeq() > Math.max(state.marked, retryAt ? 0 : asked)) markSoon();
 }
 
 function markSoon() {
+  if (state.markRefused || (markTimer && retryAt > Date.now())) return;
   clearTimeout(markTimer);
-  markTimer = setTimeout(markSeen, 300);
+  markTimer = setTimeout(markSeen, Math.max(MARK_DELAY, retryAt - Date.now()));
 }
 
 if (current) {
@@ -189,4 +247,5 @@ if (current) {
 
 layOut();
 toggle.hidden = false;
+lastRead = Date.now();
 load();
