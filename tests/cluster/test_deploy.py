@@ -114,6 +114,7 @@ async def _under_traffic(cluster: RunningCluster, during) -> dict:
     traffic.stopping.set()
     async with asyncio.timeout(180):
         await asyncio.gather(*workers)
+        traffic.settled.set()
         watchers = await asyncio.gather(*watching)
     seconds = time.monotonic() - started
 

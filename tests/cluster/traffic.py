@@ -86,6 +86,10 @@ class Traffic:
         self.tokens = tokens
         self.tally = Tally()
         self.stopping = asyncio.Event()
+        # Set once every turn-starting worker has returned: only then may a watcher, having
+        # every stored event with no turn running, be done (a turn started after it looked would
+        # be missed).
+        self.settled = asyncio.Event()
         self.watchers: list[Watcher] = []
         self.questions: dict[str, dict] = {}  # id -> the question as first seen
         self.answered: Counter = Counter()  # question id -> 200s for its answer
@@ -209,7 +213,7 @@ class Traffic:
                         try:
                             message = await asyncio.wait_for(ws.recv(), timeout=1)
                         except TimeoutError:
-                            if self.stopping.is_set() and await self._caught_up(watcher):
+                            if self.settled.is_set() and await self._caught_up(watcher):
                                 return watcher
                             continue
                         frame = json.loads(message)
@@ -225,7 +229,7 @@ class Traffic:
                 self.tally.failed(f"socket handshake: {refused.response.status_code}")
             except OSError as error:
                 self.tally.failed(f"socket connect: {error!r}")
-            if self.stopping.is_set() and await self._caught_up(watcher):
+            if self.settled.is_set() and await self._caught_up(watcher):
                 return watcher
 
     async def tail(self, who: str, cid: str) -> Watcher:
@@ -265,7 +269,7 @@ class Traffic:
                 if ending not in TAIL_ENDINGS:
                     # An error event (fell behind, access lost) or an end with no word at all.
                     self.tally.failed(f"tail ended: {ending}")
-                if self.stopping.is_set() and await self._caught_up(watcher):
+                if self.settled.is_set() and await self._caught_up(watcher):
                     return watcher
                 if ending != "restarting":
                     await asyncio.sleep(0.2)  # between turns: look again shortly

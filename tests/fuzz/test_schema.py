@@ -292,10 +292,11 @@ def test_every_operation_answers_as_its_schema_says(make_server, people, mailbox
     schema = schemathesis.openapi.from_dict(_each_tail_event_checked(server))
     operations = [result.ok() for result in schema.get_all_operations()]
     labels = {operation.label for operation in operations}
-    # 43: with a person's notification settings (GET, PUT), a question's deliveries and its answer
+    # 46: with a person's notification settings (GET, PUT), a question's deliveries and its answer
     # link's page, a workspace's channels (GET, PUT) and webhook endpoints (seven); a person's
-    # API tokens (three), a workspace's invitations (three), members (three), ownership and audit.
-    assert len(labels) == 43 and TAIL in labels and set(ORDER) <= labels
+    # API tokens (three), a workspace's invitations (three), members (three), ownership and audit;
+    # a person's conversations and a conversation marked seen; search.
+    assert len(labels) == 46 and TAIL in labels and set(ORDER) <= labels
     # The reads come right after conversations are made.
     operations.sort(key=lambda op: ORDER.index(op.label) if op.label in ORDER else 0.5)
     headers = {"Authorization": f"Token {people.alice.token}"}
