@@ -26,7 +26,10 @@ def inline(text: str) -> str:
     if not MARKDOWN_MARKS.search(text):
         return f"“{text}”"
     ticks = "`" * (_longest_backtick_run(text) + 1)
-    return f"{ticks} {text} {ticks}"
+    # CommonMark strips one space from each end of a span: pad only where a backtick at an end
+    # would join the fence, or where the text's own spaces at both ends would be stripped.
+    pad = " " if text[:1] == "`" or text[-1:] == "`" or (text[:1] == text[-1:] == " ") else ""
+    return f"{ticks}{pad}{text}{pad}{ticks}"
 
 
 def quoted(text: str, sentence: str, block_lead: str) -> str:

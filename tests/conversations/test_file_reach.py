@@ -136,7 +136,7 @@ def test_the_builtin_agent_reaches_no_hidden_file(make_server, people, envlink):
     with server.client(people.bob) as client:
         cid = create_conversation(client, agent="builtin")
         said = builtin_said(client, cid, "find SECRET_ENV")
-        assert said.startswith("Nothing contains “SECRET_ENV”.")
+        assert said.startswith("Nothing contains `SECRET_ENV`.")
         said = builtin_said(client, cid, "list notes")
         assert f"- `notes/envlink`: {HIDDEN_TARGET}" in said
         assert "`notes/envlink`" not in said.split("I left out")[0]
