@@ -108,6 +108,10 @@ def test_each_waiting_question_shows_what_led_to_it_collapsed(browsing, conversa
     screenshot(bob, "waiting-context")
 
 
+# The list has been read at least once (a notice or the socket's reconnect may read it again).
+READ = re.compile(r"^[1-9]\d*$")
+
+
 def test_a_draft_goes_with_its_question_settled_elsewhere(browsing, people):
     bob_id, alice_id = people.bob.user.pk, people.alice.user.pk
     with browsing.server.client(people.alice) as alice:
@@ -115,7 +119,7 @@ def test_a_draft_goes_with_its_question_settled_elsewhere(browsing, people):
         start(alice, cid, [ask(kind="text", prompt="What should we call it?")])
         question = wait_pending(alice, cid)
         bob = browsing.open("bob", "/waiting/")
-        expect(bob.locator("body")).to_have_attribute("data-waiting-loaded", "1")
+        expect(bob.locator("body")).to_have_attribute("data-waiting-loaded", READ)
         # Drafts of questions settled while no page of Bob's was open go when the list is read;
         # those of questions still waiting, and other people's, stay.
         bob.evaluate(
@@ -126,7 +130,7 @@ def test_a_draft_goes_with_its_question_settled_elsewhere(browsing, people):
             [bob_id, alice_id],
         )
         bob.reload()
-        expect(bob.locator("body")).to_have_attribute("data-waiting-loaded", "1")
+        expect(bob.locator("body")).to_have_attribute("data-waiting-loaded", READ)
         key = f"parley:draft:{bob_id}:question:{question['id']}"
         bob.get_by_label("Your answer").fill("Half a na")
         drafts = "() => Object.keys(localStorage).filter((key) => key.startsWith('parley:draft:'))"
