@@ -8,7 +8,8 @@ its servers, browsers or sockets:
 - ``sqlite``: everything on SQLite but the browser tests (printed as it goes);
 - ``browser``: the browser tests (Chromium through Playwright), on SQLite;
 - ``postgresql``: everything else on PostgreSQL;
-- ``cluster``: the multi-process tests and the fuzzers, on PostgreSQL and Redis of their own.
+- ``cluster``: the multi-process tests, the fuzzers, and the tests that do not depend on the
+  database (``once``: run in this pass only), on PostgreSQL and Redis of their own.
 
 The passes share nothing: each has its own scratch folder, database and ports. The other
 passes' output goes to ``test-artifacts/test-<pass>.log`` and is printed once all have ended.
@@ -29,10 +30,16 @@ ONLY_POSTGRESQL = "not browser and not sqlite and not once"
 
 # (name, command): the first is printed as it runs, the others are logged.
 PASSES = [
-    ("sqlite", [*PYTEST, "-m", "not cluster and not postgresql and not browser"]),
+    (
+        "sqlite",
+        [*PYTEST, "-m", "not cluster and not postgresql and not browser and (not once or sqlite)"],
+    ),
     ("browser", [*PYTEST, "-p", "no:cacheprovider", "-m", "browser"]),
     ("postgresql", [*ON_POSTGRESQL, "-m", f"{ONLY_POSTGRESQL} and not cluster and not postgresql"]),
-    ("cluster", [*ON_POSTGRESQL, "-m", f"{ONLY_POSTGRESQL} and (cluster or postgresql)"]),
+    (
+        "cluster",
+        [*ON_POSTGRESQL, "-m", "not browser and not sqlite and (cluster or postgresql or once)"],
+    ),
 ]
 
 

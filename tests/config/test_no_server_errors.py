@@ -255,6 +255,8 @@ def _ends_a_session(path: str) -> bool:
     return path.rstrip("/").endswith("logout")
 
 
+# Every URL, method and person: a few thousand requests, minutes on a loaded machine.
+@pytest.mark.timeout(480)
 async def test_every_url_answers_every_method_and_person_without_a_server_error(server, fixture):
     paths = fixture.paths
     # Every pattern is there, the admin's and the API's included.

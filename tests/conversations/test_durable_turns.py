@@ -258,7 +258,13 @@ def test_long_waits_leave_memory_and_come_back_when_answered_or_expired(make_ser
             if line.startswith(name)
         )
 
-    wait_until(lambda: in_memory() == (0.0, 0.0, 12.0), 60, "every parked turn to be released")
+    # Each released at least once (on a loaded machine a lease of 3 s may lapse before a renewal,
+    # and a turn taken over parks and is released again).
+    def all_released() -> bool:
+        running, parked, released = in_memory()
+        return running == parked == 0.0 and released >= 12.0
+
+    wait_until(all_released, 120, "every parked turn to be released")
     # The first question's time runs out while its turn is away (set here rather than asked
     # short, which a loaded machine could let run out before the turn is released).
     expiring, *rest = turns
