@@ -137,8 +137,11 @@ const socket = new ReconnectingSocket({
   },
   onConnect() {
     state.connections += 1;
-    // After a reconnect, what may have changed meanwhile (a workspace left, missed notices).
-    window.dispatchEvent(new CustomEvent("parley:activity", { detail: { kind: "connected" } }));
+    // After a reconnect (not the first connect: the page has just read it all), what may have
+    // changed meanwhile (a workspace left, missed notices).
+    if (state.connections > 1) {
+      window.dispatchEvent(new CustomEvent("parley:activity", { detail: { kind: "connected" } }));
+    }
   },
   stopOn: [UNAUTHENTICATED], // signed out: the page's next request says so
 });
