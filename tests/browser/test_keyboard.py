@@ -9,7 +9,7 @@ import re
 import pytest
 from playwright.sync_api import Page, expect
 
-from tests.browser.conftest import DESKTOP, screenshot
+from tests.browser.conftest import screenshot
 
 pytestmark = pytest.mark.browser
 
@@ -104,9 +104,8 @@ def carried_on(page: Page, card, outcome: str) -> None:
 
 
 def test_the_main_job_is_done_with_the_keyboard_alone(browsing, people):
-    page = browsing._page("alice", viewport=DESKTOP)
+    page = browsing.signed_out("/login/", who="alice")
     keys = page.keyboard
-    page.goto("/login/")
 
     # Sign in: the username, the password, Enter.
     tab_to(page.get_by_label("Username"))
@@ -146,7 +145,7 @@ def test_the_main_job_is_done_with_the_keyboard_alone(browsing, people):
     keys.press("Enter")
     carried_on(page, card, "reports/q4-plan.md")
 
-    # A choice (what was meant): the arrows move between its options, Enter picks one.
+    # A choice (what was meant): Tab to one of its options, Enter picks it.
     card = ask(page, "what can you do", "Which of these did you mean?")
     go_to_question(page)
     tab_to(card.get_by_role("button", name=re.compile("^Help")))
