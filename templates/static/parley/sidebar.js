@@ -9,7 +9,6 @@
 // visible. Wide screens show it beside the page, collapsible, the choice kept in localStorage;
 // phones get a drawer behind the header's button.
 
-import { api } from "./api.js";
 import { h } from "./dom.js";
 
 const sidebar = document.getElementById("sidebar");
@@ -133,7 +132,16 @@ async function load() {
   loading = (async () => {
     do {
       again = false;
-      const conversations = await api(`/me/conversations/?limit=${state.limit}`);
+      const response = await fetch(`/api/me/conversations/?limit=${state.limit}`, {
+        headers: { Accept: "application/json" },
+        credentials: "same-origin",
+      });
+      if (!response.ok) {
+        status.hidden = false;
+        status.textContent = "The conversations could not be loaded.";
+        return;
+      }
+      const conversations = await response.json();
       state.refreshes += 1;
       state.conversations = conversations;
       render(conversations);
@@ -197,18 +205,24 @@ async function markSeen() {
   if (marking || state.markRefused || document.visibilityState !== "visible" || seq <= state.marked) return;
   marking = true;
   try {
-    const mark = await api(`/conversations/${encodeURIComponent(current)}/seen/`, {
+    const response = await fetch(`/api/conversations/${encodeURIComponent(current)}/seen/`, {
       method: "POST",
-      body: { seq },
+      credentials: "same-origin",
+      headers: { "Content-Type": "application/json", "X-CSRFToken": sidebar.dataset.csrf },
+      body: JSON.stringify({ seq }),
     });
-    state.marked = mark.seen_seq;
-    asked = seq;
-    state.markFailures = 0;
-    retryAt = 0;
-  } catch (error) {
-    // A refusal (4xx) stops marking here; a server's or the network's failure (0) is retried.
-    if (error.status >= 400 && error.status < 500) state.markRefused = error.status;
-    else failed();
+    if (response.ok) {
+      state.marked = (await response.json()).seen_seq;
+      asked = seq;
+      state.markFailures = 0;
+      retryAt = 0;
+    } else if (response.status < 500) {
+      state.markRefused = response.status;
+    } else {
+      failed();
+    }
+  } catch {
+    failed();
   } finally {
     marking = false;
   }
