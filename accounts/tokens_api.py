@@ -11,22 +11,13 @@ from rest_framework import serializers, status
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from core.api import StrictCharField, error_responses
+from core.api import StrictCharField, StrictIntegerField, error_responses
 from core.errors import ApplicationError
 from core.lockout import api_token_id
 
 from .tokens import NAME_MAX, token_create, token_for_person, token_revoke, tokens_of
 
 MAX_DAYS = 3650
-
-
-class StrictDaysField(serializers.IntegerField):
-    """A whole number of days that must be a JSON number (not "30", not true)."""
-
-    def to_internal_value(self, data):
-        if isinstance(data, bool) or not isinstance(data, int):
-            self.fail("invalid")
-        return super().to_internal_value(data)
 
 
 class StrictDateTimeField(serializers.DateTimeField):
@@ -67,7 +58,7 @@ class MyTokensApi(APIView):
         expires_at = StrictDateTimeField(
             required=False, allow_null=True, help_text="When it stops working (ISO 8601)"
         )
-        expires_in_days = StrictDaysField(
+        expires_in_days = StrictIntegerField(
             required=False,
             allow_null=True,
             min_value=1,

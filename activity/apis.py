@@ -9,7 +9,7 @@ from rest_framework.views import APIView
 from conversations.access import conversation_access
 from conversations.apis.common import query_count
 from conversations.events import MAX_SEQ
-from core.api import error_responses
+from core.api import StrictIntegerField, error_responses
 
 from . import selectors, services
 from .selectors import UNREAD_CAP
@@ -66,14 +66,9 @@ class RecentConversationsApi(APIView):
 class ConversationSeenApi(APIView):
     @extend_schema_serializer(component_name="ConversationSeenInput")
     class InputSerializer(serializers.Serializer):
-        seq = serializers.IntegerField(
+        seq = StrictIntegerField(
             min_value=0, max_value=MAX_SEQ, help_text="The newest event you have seen"
         )
-
-        def to_internal_value(self, data):
-            if not isinstance(data, dict) or isinstance(data.get("seq"), bool | str | float):
-                raise serializers.ValidationError({"seq": ["must be a whole number."]})
-            return super().to_internal_value(data)
 
     @extend_schema_serializer(component_name="ConversationSeen")
     class OutputSerializer(serializers.Serializer):

@@ -122,10 +122,8 @@ class Questions(Protocol):
 
 
 class EventIndex(Protocol):
-    """The search index, as the event log sees it (the search app provides it)."""
-
-    types: frozenset[str]
-    """The event types it indexes: the event log hands it only these."""
+    """The search index, as the event log sees it (the search app provides it). The event log
+    hands it the messages (``events.MESSAGE_EVENT_TYPES``) of each batch it stores."""
 
     def store(self, *, conversation_id: str, events: list[tuple[int, str, dict]], created_at):
         """Inside the transaction that stores them: index these events (seq, type, data) of one

@@ -72,6 +72,15 @@ class StrictSlugField(StrictCharField, serializers.SlugField):
     """A slug that must be a JSON string."""
 
 
+class StrictIntegerField(serializers.IntegerField):
+    """A whole number that must be a JSON number (not "30", not true, not 1.5)."""
+
+    def to_internal_value(self, data):
+        if isinstance(data, bool) or not isinstance(data, int):
+            self.fail("invalid")
+        return super().to_internal_value(data)
+
+
 class StrictBooleanField(serializers.BooleanField):
     """A boolean that must be a JSON boolean, true or false."""
 

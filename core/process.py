@@ -10,6 +10,7 @@ import threading
 from collections.abc import Awaitable, Callable
 
 from channels.layers import InMemoryChannelLayer, get_channel_layer
+from django.core.exceptions import RequestAborted
 
 from core.metrics import LAYER_ERRORS
 
@@ -87,6 +88,7 @@ class ServerLoop:
             return
         self.loop = loop
         self._loop_thread = threading.get_ident()
+        loop.set_exception_handler(_unless_a_dropped_request)
         for start in self._on_bind:
             start()
 
@@ -111,6 +113,15 @@ class ServerLoop:
         else:
             loop.call_soon_threadsafe(fn, *args)
         return True
+
+
+def _unless_a_dropped_request(loop: asyncio.AbstractEventLoop, context: dict) -> None:
+    """The loop's handler of what no one handled, but for a request dropped on purpose: Django's
+    ASGI handler, cancelled with a request in flight (a stopping server drops it), leaves its
+    disconnect listener's ``RequestAborted`` unretrieved, which asyncio would log as an error."""
+    if isinstance(context.get("exception"), RequestAborted):
+        return
+    loop.default_exception_handler(context)
 
 
 server_loop = ServerLoop()

@@ -7,21 +7,27 @@ from conversations.events import EventType
 from selection.models import Selection
 
 from .models import SearchEntry
-from .text import SEARCHED_TYPES, entry_text, normalized, words_of
+from .text import entry_text, normalized, words_of
 
 
-def answer_words(data: dict, selections=Selection.objects) -> str | None:
-    """A selection.resolved's answer as people read it (option labels, yes or no, a form's field
-    titles), from its question (read from ``selections``: the migration passes its own); None
-    if the question is gone."""
-    found = (
-        selections.filter(pk=data.get("selection"))
-        .values("kind", "options", "schema", "answer")
-        .first()
-    )
-    if found is None:
+def questions_answered(events, selections=Selection.objects) -> dict[str, dict]:
+    """The questions whose answers are among ``events`` ((seq, type, data) each), by id, in one
+    read (from ``selections``: the migration passes its own): what reading an answer needs."""
+    resolved = EventType.SELECTION_RESOLVED
+    ids = [data.get("selection") for _, type_, data in events if type_ == resolved]
+    if not ids:
+        return {}
+    found = selections.filter(pk__in=ids).values("id", "kind", "options", "schema", "field_order")
+    return {question.pop("id"): question for question in found}
+
+
+def answer_words(data: dict, questions: dict[str, dict]) -> str | None:
+    """A selection.resolved's answer as people read it (option labels, yes or no, a form's fields
+    in their order), from its question; None if the question is gone."""
+    question = questions.get(data.get("selection"))
+    if question is None:
         return None
-    return Selection(**{**found, "answer": data.get("answer")}).answer_in_words()
+    return Selection(**question, answer=data.get("answer")).answer_in_words()
 
 
 def entry_for(
@@ -31,11 +37,12 @@ def entry_for(
     type_: str,
     data: dict,
     created_at: datetime,
-    selections=Selection.objects,
+    questions: dict[str, dict],
 ) -> SearchEntry | None:
-    """The entry an event makes, or None if it says nothing searchable."""
+    """The entry an event makes, or None if it says nothing searchable. ``questions``: those
+    answered among the events, from ``questions_answered``."""
     words_of_answer = (
-        answer_words(data, selections) if type_ == EventType.SELECTION_RESOLVED else None
+        answer_words(data, questions) if type_ == EventType.SELECTION_RESOLVED else None
     )
     said, who = entry_text(type_, data, words_of_answer)
     text = normalized(said)
@@ -54,11 +61,10 @@ def entry_for(
 
 
 class EventIndex:
-    """What conversations.hooks.index provides: the types it wants, and storing them."""
-
-    types = SEARCHED_TYPES
+    """What conversations.hooks.index provides: storing a batch's messages."""
 
     def store(self, *, conversation_id: str, events: list[tuple[int, str, dict]], created_at):
+        questions = questions_answered(events)
         entries = [
             entry
             for seq, type_, data in events
@@ -69,6 +75,7 @@ class EventIndex:
                     type_=type_,
                     data=data,
                     created_at=created_at,
+                    questions=questions,
                 )
             )
         ]

@@ -10,6 +10,7 @@ from django.utils.safestring import mark_safe
 from core.errors import ApplicationError
 
 from .apis import MAX_PAGE
+from .query import MAX_QUERY_CHARS
 from .selectors import search_entries
 
 TYPE_WORDS = {
@@ -24,7 +25,7 @@ TYPE_WORDS = {
 @login_required
 def search_page(request):
     query = request.GET.get("q", "").strip()
-    context = {"query": query, "results": [], "error": None}
+    context = {"query": query, "results": [], "error": None, "most": MAX_QUERY_CHARS}
     try:
         page = max(1, min(MAX_PAGE, int(request.GET.get("page", "1"))))
     except ValueError:

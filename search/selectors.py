@@ -2,6 +2,7 @@
 page at a time, each with a snippet and a link to its place in its conversation."""
 
 from django.db import connection
+from django.urls import reverse
 
 from conversations.events import format_ts
 from conversations.models import Conversation, Membership
@@ -52,7 +53,7 @@ def _page_ids(terms: list[Term], workspaces: list[int], offset: int, limit: int)
 
 def permalink(conversation_id: str, seq: int) -> str:
     """Where an event is: its conversation's page, opened at that event."""
-    return f"/conversations/{conversation_id}/?seq={seq}"
+    return f"{reverse('conversation', args=[conversation_id])}?seq={seq}"
 
 
 def search_entries(*, user, query: str, page: int = 1, per_page: int = PER_PAGE) -> dict:

@@ -4,19 +4,11 @@ both databases (each then indexes the words as they are), so both find the same 
 import re
 import unicodedata
 
-from conversations.events import EventType
+from conversations.events import MESSAGE_EVENT_TYPES, EventType
 
-# The event types whose words are searched (never the message.delta pieces: their message's
-# message.completed holds the whole text).
-SEARCHED_TYPES = frozenset(
-    {
-        EventType.TURN_STARTED.value,
-        EventType.TURN_STEERED.value,
-        EventType.MESSAGE_COMPLETED.value,
-        EventType.SELECTION_REQUESTED.value,
-        EventType.SELECTION_RESOLVED.value,
-    }
-)
+# The event types whose words are searched: the messages, as people count what is new (never the
+# message.delta pieces: their message's message.completed holds the whole text).
+SEARCHED_TYPES = MESSAGE_EVENT_TYPES
 
 # A word: letters and digits (any script), nothing else; everything between words separates them.
 WORD = re.compile(r"[^\W_]+")

@@ -283,7 +283,7 @@ def make_server(transactional_db, tmp_path):
     for live in started:
         live.stop()
     for live in started:
-        log = _without_the_shutdown_race(live.log_text())
+        log = live.log_text()
         # A 500, a crashed consumer or a broken turn is logged at ERROR level.
         for marker in ("Exception inside application", "Task exception"):
             assert marker not in log, log
@@ -292,24 +292,6 @@ def make_server(transactional_db, tmp_path):
                 fields = line.split(" ", 4)  # date, time, level, logger, message
                 assert fields[2:3] == ["ERROR"], log
                 assert fields[3].rstrip(":") in live.allow_errors_from, log
-
-
-# Django's ASGI handler, cancelled with a request in flight when the server stops, leaves its
-# disconnect listener's RequestAborted unretrieved (asyncio logs it): the request was the
-# stopping server's to drop, and nothing of Parley's is involved.
-SHUTDOWN_RACE = re.compile(
-    r"[^\n]* ERROR asyncio: Task exception was never retrieved\n"
-    r"future: <Task finished name='[^']*' coro=<ASGIHandler\.listen_for_disconnect\(\)[^\n]*\n"
-    r"Traceback \(most recent call last\):\n(?:  [^\n]*\n)+"
-    r"django\.core\.exceptions\.RequestAborted\n"
-)
-
-
-def _without_the_shutdown_race(log: str) -> str:
-    stopping = log.find("Shutting down: no longer ready")
-    if stopping < 0:
-        return log
-    return log[:stopping] + SHUTDOWN_RACE.sub("", log[stopping:])
 
 
 @pytest.fixture

@@ -36,7 +36,7 @@ from .builtin_tools import (
     time_ago,
     write_note,
 )
-from .quoting import inline, quoted
+from .quoting import fenced, inline, quoted
 
 # How many names a rename asks for before it gives up, when none will do.
 MAX_NAME_TRIES = 3
@@ -365,7 +365,7 @@ class BuiltinAgent(Agent):
             f"they share {result['shared']} lines. {result['only_first']} lines are only in "
             f"`{a}` and {result['only_second']} only in `{b}`."
             + (
-                f"\n\nThe first difference:\n\n```diff\n{result['diff']}\n```"
+                f"\n\nThe first difference:\n\n{fenced(result['diff'], 'diff')}"
                 if result["diff"]
                 else ""
             )

@@ -14,10 +14,11 @@ def _longest_backtick_run(text: str) -> int:
     return max((len(run) for run in re.findall(r"`+", text)), default=0)
 
 
-def fenced(text: str) -> str:
-    """``text`` as a code block of its own, exactly as written (lines, backticks and fences)."""
+def fenced(text: str, language: str = "") -> str:
+    """``text`` as a code block of its own, exactly as written (lines, backticks and fences),
+    highlighted as ``language`` if given."""
     fence = "`" * max(3, _longest_backtick_run(text) + 1)
-    return f"{fence}\n{text}\n{fence}"
+    return f"{fence}{language}\n{text}\n{fence}"
 
 
 def inline(text: str) -> str:

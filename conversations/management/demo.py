@@ -3,8 +3,8 @@ this process (the seed_demo command): "Getting started" (what to try), one where
 was asked, answered by Bob, and the agent carried on, and one whose question waits for whoever
 signs in (the turn parked on it and let go of, so that the server resumes it when answered).
 
-Seeded once: only while no turn has ever run in the workspace, so that what people did since
-(a conversation deleted, renamed, answered) is kept when the command runs again.
+Seeded once, with the workspace itself: what people did since (a conversation deleted, renamed,
+answered) is kept when the command runs again.
 """
 
 import asyncio
@@ -33,10 +33,8 @@ CONVERSATIONS = [
 
 
 def demo_conversations_seed(*, workspace, users: dict) -> list[str]:
-    """Seed the demo's conversations (see the module) unless a turn ever ran in ``workspace``;
-    the titles of those seeded. ``users``: the demo people by username."""
-    if Turn.objects.filter(conversation__workspace=workspace).exists():
-        return []
+    """Seed the demo's conversations (see the module) in ``workspace``, just made; the titles
+    of those seeded. ``users``: the demo people by username."""
     asyncio.run(_seed(workspace, users))
     return [title for title, *_ in CONVERSATIONS]
 

@@ -80,21 +80,21 @@ def append_events(*, conversation_id: str, turn_id: str, events: list[EventSpec]
         rows.append((conversation_id, turn_id, seq, type_, data_json, stored_at))
         frames.append(encoder.frame(seq, type_, turn_id, recorded_at, data_json))
     _insert_rows(TurnEvent, _EVENT_COLUMNS, rows)
-    # What people said, asked and answered is indexed for search in this same transaction.
-    index = hooks.index.get()
-    if searched := [
+    transaction.on_commit(partial(hub.publish, conversation_id, frames))
+    # What people said, asked and answered: indexed for search in this same transaction, and one
+    # notice per batch that holds any, never per delta (the sidebars and home lists of the
+    # workspace's people read again what changed: see activity).
+    if messages := [
         (seq, type_, data)
         for seq, (type_, data) in enumerate(events, start=first)
-        if type_ in index.types
+        if type_ in MESSAGE_EVENT_TYPES
     ]:
-        index.store(conversation_id=conversation_id, events=searched, created_at=recorded_at)
-    transaction.on_commit(partial(hub.publish, conversation_id, frames))
-    if any(type_ in MESSAGE_EVENT_TYPES for type_, _ in events):
-        # One notice per batch that holds a message, never per delta: the sidebars and home
-        # lists of the workspace's people read again what changed (see activity).
+        hooks.index.get().store(
+            conversation_id=conversation_id, events=messages, created_at=recorded_at
+        )
         people_notify(
             workspace_id=workspace_id,
-            notice={"kind": "activity", "conversation": conversation_id, "seq": last},
+            notice={"kind": "activity", "conversation": conversation_id},
         )
     return frames
 

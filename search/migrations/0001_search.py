@@ -46,7 +46,7 @@ def _run(statements):
 
 def backfill(apps, schema_editor):
     """Index the events stored before search existed, as the event log indexes new ones."""
-    from search.indexing import entry_for
+    from search.indexing import entry_for, questions_answered
     from search.text import SEARCHED_TYPES
 
     TurnEvent = apps.get_model("conversations", "TurnEvent")
@@ -65,7 +65,7 @@ def backfill(apps, schema_editor):
             type_=type_,
             data=data,
             created_at=created_at,
-            selections=selections,
+            questions=questions_answered([(seq, type_, data)], selections),
         )
         if entry is not None:
             batch.append(SearchEntry(**{f: getattr(entry, f) for f in FIELDS}))
@@ -84,7 +84,7 @@ class Migration(migrations.Migration):
 
     dependencies = [
         ('conversations', '0012_membership_source'),
-        ('selection', '0004_answered_via'),
+        ('selection', '0005_waiting'),
     ]
 
     operations = [

@@ -9,7 +9,7 @@ import re
 import pytest
 from playwright.sync_api import Page, expect
 
-from tests.browser.conftest import DESKTOP, screenshot
+from tests.browser.conftest import screenshot
 
 pytestmark = pytest.mark.browser
 
@@ -85,10 +85,27 @@ def go_to_question(page: Page) -> dict:
     return now
 
 
+def ask(page: Page, command: str, prompt: str):
+    """Type ``command`` in the composer (which has the focus) and send it with Enter: the
+    question the turn asks, once it shows ``prompt``."""
+    page.keyboard.type(command)
+    page.keyboard.press("Enter")
+    card = latest_question(page)
+    expect(card).to_contain_text(prompt)
+    return card
+
+
+def carried_on(page: Page, card, outcome: str) -> None:
+    """The question is answered with ``outcome``, the turn completes, and the focus is back in
+    the composer for the next step."""
+    expect(card.locator(".question-outcome")).to_contain_text(outcome)
+    expect(page.locator(".turn-end").last).to_have_text("Completed")
+    wait_for_focus(page.locator("#composer-input"))
+
+
 def test_the_main_job_is_done_with_the_keyboard_alone(browsing, people):
-    page = browsing._page("alice", viewport=DESKTOP)
+    page = browsing.signed_out("/login/", who="alice")
     keys = page.keyboard
-    page.goto("/login/")
 
     # Sign in: the username, the password, Enter.
     tab_to(page.get_by_label("Username"))
@@ -113,10 +130,7 @@ def test_the_main_job_is_done_with_the_keyboard_alone(browsing, people):
     tab_to(composer)
 
     # A file picker: open a folder, pick a file in it, choose.
-    keys.type("summarize")
-    keys.press("Enter")
-    card = latest_question(page)
-    expect(card).to_contain_text("Which file should I summarize?")
+    card = ask(page, "summarize", "Which file should I summarize?")
     go_to_question(page)
     tab_to(card.get_by_role("button", name="Open folder reports"))
     keys.press("Enter")
@@ -129,42 +143,27 @@ def test_the_main_job_is_done_with_the_keyboard_alone(browsing, people):
     screenshot(page, "keyboard-focus")
     tab_to(card.get_by_role("button", name="Choose"))
     keys.press("Enter")
-    expect(card.locator(".question-outcome")).to_contain_text("reports/q4-plan.md")
-    expect(page.locator(".turn-end").last).to_have_text("Completed")
-    wait_for_focus(composer)
+    carried_on(page, card, "reports/q4-plan.md")
 
-    # A choice (what was meant): the arrows move between its options, Enter picks one.
-    keys.type("what can you do")
-    keys.press("Enter")
-    card = latest_question(page)
-    expect(card).to_contain_text("Which of these did you mean?")
+    # A choice (what was meant): Tab to one of its options, Enter picks it.
+    card = ask(page, "what can you do", "Which of these did you mean?")
     go_to_question(page)
     tab_to(card.get_by_role("button", name=re.compile("^Help")))
     keys.press("Enter")
-    expect(card.locator(".question-outcome")).to_contain_text("Help")
-    expect(page.locator(".turn-end").last).to_have_text("Completed")
-    wait_for_focus(composer)
+    carried_on(page, card, "Help")
 
     # Several choices: Space ticks, the submit button sends.
-    keys.type("tidy")
-    keys.press("Enter")
-    card = latest_question(page)
-    expect(card).to_contain_text("List large files")
+    card = ask(page, "tidy", "List large files")
     go_to_question(page)
     tab_to(card.get_by_label("List large files"))
     keys.press("Space")
     tab_to(card.get_by_role("button", name=re.compile("^(Choose|Send)")))
     keys.press("Enter")
-    expect(card.locator(".question-outcome")).to_contain_text("List large files")
-    expect(page.locator(".turn-end").last).to_have_text("Completed")
-    wait_for_focus(composer)
+    carried_on(page, card, "List large files")
 
     # Text, answered from the composer (which says so), then a confirmation, whose button the
     # focus goes to when it comes.
-    keys.type("rename notes/ideas.md")
-    keys.press("Enter")
-    card = latest_question(page)
-    expect(card).to_contain_text("be called?")
+    card = ask(page, "rename notes/ideas.md", "be called?")
     expect(page.locator("#composer-question")).to_be_visible()
     wait_for_focus(composer)
     keys.type("ideas-2.md")
@@ -179,10 +178,7 @@ def test_the_main_job_is_done_with_the_keyboard_alone(browsing, people):
     wait_for_focus(composer)
 
     # A form: its first field has the focus; Tab between fields, Space for the checkbox.
-    keys.type("note")
-    keys.press("Enter")
-    card = latest_question(page)
-    expect(card).to_contain_text("Tell me about the note.")
+    card = ask(page, "note", "Tell me about the note.")
     go_to_question(page)
     title = card.get_by_role("textbox", name="Title")
     wait_for_focus(title)
@@ -193,16 +189,11 @@ def test_the_main_job_is_done_with_the_keyboard_alone(browsing, people):
     keys.press("Space")
     tab_to(card.get_by_role("button", name=re.compile("^(Send|Submit)")))
     keys.press("Enter")
-    expect(card.locator(".question-outcome")).to_contain_text("Keyboard notes")
-    expect(page.locator(".turn-end").last).to_have_text("Completed")
-    wait_for_focus(composer)
+    carried_on(page, card, "Keyboard notes")
 
     # Stop a running turn (one waiting on its question): Tab to Stop, Enter; the composer is
     # next.
-    keys.type("summarize")
-    keys.press("Enter")
-    card = latest_question(page)
-    expect(card).to_contain_text("Which file should I summarize?")
+    card = ask(page, "summarize", "Which file should I summarize?")
     tab_to(page.get_by_role("button", name="Stop"))
     keys.press("Enter")
     expect(page.locator(".turn-end").last).to_contain_text("Stopped")

@@ -14,7 +14,16 @@ from playwright.sync_api import expect
 from conversations import services
 from tests.browser.conftest import PHONE, screenshot
 from tests.conftest import wait_until
-from tests.helpers import started, store, stored_turn
+from tests.helpers import (
+    ask,
+    create_conversation,
+    reply,
+    start,
+    started,
+    store,
+    stored_turn,
+    wait_pending,
+)
 
 pytestmark = pytest.mark.browser
 
@@ -180,3 +189,15 @@ def test_fifty_then_more_and_seen_marks_back_off_on_failure_and_stop_when_refuse
     talk_turn("Three.", "Four.", 2)
     assert len(seen) == 1, seen
     assert bob.evaluate("window.parleySidebar.markRefused") == 403
+
+
+def test_a_turn_waiting_on_a_question_is_marked_waiting_until_answered(browsing, people):
+    with browsing.server.client(people.alice) as alice:
+        cid = create_conversation(alice, title="Naming")
+        bob = browsing.open("bob")
+        start(alice, cid, [ask(kind="text", prompt="What should we call it?"), {"say": "Done."}])
+        question = wait_pending(alice, cid)
+        marker = sidebar_item(bob, "Naming").locator(".sidebar-marker")
+        expect(marker).to_have_text("waiting")
+        assert reply(alice, question["id"], answer="Parley").status_code == 200
+        expect(marker).to_have_count(0)

@@ -133,6 +133,10 @@ def test_seed_demo_is_idempotent_and_prints_credentials(transactional_db, tmp_pa
     assert user_and_token_for(keys[1])[0].username == "alice"
     alice = get_user_model().objects.get(username="alice")
     assert alice.api_tokens.filter(name="Demo token", revoked_at__isnull=True).count() == 1
+    # Conversations deleted (as the admin deletes them) are not put back either.
+    workspace.conversations.all().delete()
+    third = manage("seed_demo", PARLEY_FILES_ROOT=str(tmp_path))
+    assert "seeded" not in third and not workspace.conversations.exists()
 
 
 def test_admin_links_and_redirects_survive_ids_that_look_like_its_escapes(

@@ -14,6 +14,7 @@ from websockets.exceptions import ConnectionClosed
 from conversations.sse import SLICE_BYTES
 from tests.conftest import events_until_terminal, receive_json, wait_for_turn_end
 from tests.helpers import (
+    TERMINAL,
     assert_contiguous,
     astart_turn,
     raw_sse,
@@ -23,12 +24,11 @@ from tests.helpers import (
     stalled_tail,
 )
 
-# About the server's buffers and Daphne's flow control, not the database: run once, in the
-# SQLite pass.
+# About the server's buffers and Daphne's flow control, not the database: run once (in the
+# PostgreSQL cluster pass, see tests/passes.py).
 pytestmark = pytest.mark.once
 
 FLOOD = 150_000  # events, about 190 bytes each: 27 MiB for every socket that watches it all
-TERMINAL = ("turn.completed", "turn.failed", "turn.cancelled")
 
 
 def reading_little(server):
@@ -51,12 +51,16 @@ async def closed_behind(client, count: int, timeout: float = 120) -> None:
             await asyncio.sleep(0.05)
 
 
-async def keep_up(server, cid: str, person, turn_id: str, after: int, timeout: float) -> list:
+async def keep_up(
+    server, cid: str, person, turn_id: str, after: int, timeout: float
+) -> tuple[list, int]:
     """Every event after seq ``after`` up to the turn's end, read by a client that reads all it
-    gets. On a machine so busy that even this client is left unscheduled past the stall time,
-    the server closes it with 4408 too: it resumes from its last seq, as the page does, so what
-    it has in the end is still the whole stream."""
+    gets, and how many times it was closed for falling behind. On a machine so busy that even
+    this client is left unscheduled past the stall time, the server closes it with 4408 too: it
+    resumes from its last seq, as the page does, so what it has in the end is still the whole
+    stream."""
     events = []
+    behind = 0
     async with asyncio.timeout(timeout):
         while True:
             since = events[-1]["seq"] if events else after
@@ -68,10 +72,11 @@ async def keep_up(server, cid: str, person, turn_id: str, after: int, timeout: f
                             continue
                         events.append(frame)
                         if frame["turn"] == turn_id and frame["type"] in TERMINAL:
-                            return events
+                            return events, behind
                 except ConnectionClosed as closed:
                     if closed.rcvd is None or closed.rcvd.code != 4408:
                         raise
+                    behind += 1
 
 
 async def read_until_closed(slow) -> list[dict]:
@@ -100,7 +105,9 @@ async def test_a_client_that_reads_nothing_is_closed_with_4408_and_resumes_with_
         # A first flood, watched by someone who keeps up, brings the server's memory to what
         # such a flood takes.
         warm_up = await astart_turn(client, cid, f"{FLOOD} events")
-        await keep_up(server, cid, people.alice, warm_up["turn"], after=0, timeout=120)
+        _, warm_up_behind = await keep_up(
+            server, cid, people.alice, warm_up["turn"], after=0, timeout=120
+        )
         first = FLOOD + 3  # the second turn's turn.started
 
         slow = [
@@ -131,7 +138,12 @@ async def test_a_client_that_reads_nothing_is_closed_with_4408_and_resumes_with_
                 await closed_behind(client, SLOW)
                 # The slow clients read at last: what reached them, then the close.
                 received = [await read_until_closed(each) for each in slow]
-                watched = await watching
+                watched, watched_behind = await watching
+                # Every close for falling behind is one of the slow clients' or the keeping-up
+                # watcher's own, each resumed.
+                page = samples((await client.get("/metrics")).text)
+                closes = page[("parley_sockets_behind_total", ())]
+                assert closes == SLOW + warm_up_behind + watched_behind, closes
             finally:
                 sampling.cancel()
             assert_contiguous(watched, first, first + FLOOD + 1)

@@ -60,7 +60,7 @@ class Command(BaseCommand):
         User = get_user_model()
         credentials = []
         with transaction.atomic():
-            workspace, _ = Workspace.objects.get_or_create(
+            workspace, new = Workspace.objects.get_or_create(
                 slug="demo", defaults={"name": "Demo team"}
             )
             for username, first, last, role in PEOPLE:
@@ -88,7 +88,8 @@ class Command(BaseCommand):
         root = workspace.files_root
         copied = seed_files(root)
         users = {user.username: user for user in User.objects.filter(username__in=USERNAMES)}
-        seeded = demo_conversations_seed(workspace=workspace, users=users)
+        # The demo's conversations come with its workspace, once: those deleted stay so.
+        seeded = demo_conversations_seed(workspace=workspace, users=users) if new else []
         self.stdout.write(f"Demo workspace 'demo' ({workspace.name}); files in {root}")
         if copied:
             self.stdout.write(f"  copied {copied} sample files")

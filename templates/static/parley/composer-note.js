@@ -2,6 +2,7 @@
 // name, or anyone who may answer), and what Enter does about it.
 
 import { personName } from "./dom.js";
+import { ENTER_RULE } from "./drafts.js";
 
 function asked(card, me) {
   const addressee = card.selection.addressee;
@@ -28,7 +29,7 @@ export const composerModes = (hint) => ({
     button: "Send",
     label: "Message the agent",
     placeholder: () => `Ask the agent something…${hint}`,
-    hint: "Enter sends, Shift+Enter starts a new line. While the agent works, what you send steers it, and Esc stops it.",
+    hint: `${ENTER_RULE} While the agent works, what you send steers it, and Esc stops it.`,
   },
   steer: {
     button: "Steer",

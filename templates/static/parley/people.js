@@ -128,6 +128,13 @@ const socket = new ReconnectingSocket({
     if (frame.type === "waiting") {
       socket.confirm();
       showCount(frame);
+      if (!state.joined) {
+        // The socket's first count comes once the server has joined it to its workspaces'
+        // news: the lists read again what changed before then (since the page read them, or
+        // while the socket was away, or in a workspace left meanwhile).
+        state.joined = true;
+        window.dispatchEvent(new CustomEvent("parley:activity", { detail: { kind: "connected" } }));
+      }
     } else if (frame.type === "notice") {
       notify(frame);
     } else if (frame.type === "activity") {
@@ -137,8 +144,7 @@ const socket = new ReconnectingSocket({
   },
   onConnect() {
     state.connections += 1;
-    // After a reconnect, what may have changed meanwhile (a workspace left, missed notices).
-    window.dispatchEvent(new CustomEvent("parley:activity", { detail: { kind: "connected" } }));
+    state.joined = false;
   },
   stopOn: [UNAUTHENTICATED], // signed out: the page's next request says so
 });

@@ -17,9 +17,6 @@ import {
   plainText,
 } from "./question-words.js";
 
-// Other modules read these words from here too.
-export { describeAnswer, plainText };
-
 // One question. Options: `askedAt` (the time it was asked, shown in its header); `onResolve(card)`
 // whenever it stops waiting, however that came about; `afterReply(card)` once this person's
 // own answer, dismissal or decline from the card settled it (to move the focus on: without it,

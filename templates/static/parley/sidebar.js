@@ -9,6 +9,7 @@
 // visible. Wide screens show it beside the page, collapsible, the choice kept in localStorage;
 // phones get a drawer behind the header's button.
 
+import { api } from "./api.js";
 import { h } from "./dom.js";
 
 const sidebar = document.getElementById("sidebar");
@@ -132,16 +133,7 @@ async function load() {
   loading = (async () => {
     do {
       again = false;
-      const response = await fetch(`/api/me/conversations/?limit=${state.limit}`, {
-        headers: { Accept: "application/json" },
-        credentials: "same-origin",
-      });
-      if (!response.ok) {
-        status.hidden = false;
-        status.textContent = "The conversations could not be loaded.";
-        return;
-      }
-      const conversations = await response.json();
+      const conversations = await api(`/me/conversations/?limit=${state.limit}`);
       state.refreshes += 1;
       state.conversations = conversations;
       render(conversations);
@@ -205,24 +197,18 @@ async function markSeen() {
   if (marking || state.markRefused || document.visibilityState !== "visible" || seq <= state.marked) return;
   marking = true;
   try {
-    const response = await fetch(`/api/conversations/${encodeURIComponent(current)}/seen/`, {
+    const mark = await api(`/conversations/${encodeURIComponent(current)}/seen/`, {
       method: "POST",
-      credentials: "same-origin",
-      headers: { "Content-Type": "application/json", "X-CSRFToken": sidebar.dataset.csrf },
-      body: JSON.stringify({ seq }),
+      body: { seq },
     });
-    if (response.ok) {
-      state.marked = (await response.json()).seen_seq;
-      asked = seq;
-      state.markFailures = 0;
-      retryAt = 0;
-    } else if (response.status < 500) {
-      state.markRefused = response.status;
-    } else {
-      failed();
-    }
-  } catch {
-    failed();
+    state.marked = mark.seen_seq;
+    asked = seq;
+    state.markFailures = 0;
+    retryAt = 0;
+  } catch (error) {
+    // A refusal (4xx) stops marking here; a server's or the network's failure (0) is retried.
+    if (error.status >= 400 && error.status < 500) state.markRefused = error.status;
+    else failed();
   } finally {
     marking = false;
   }
