@@ -12,7 +12,6 @@ the database.
 
 import asyncio
 import logging
-from collections import deque
 
 from channels.layers import get_channel_layer
 from django.conf import settings
@@ -20,6 +19,7 @@ from django.conf import settings
 from core.dbthreads import run_db
 from core.metrics import LAYER_ERRORS
 from core.process import layer_is_shared, process_id, receive_forever, server_loop
+from core.wakeup import Wakeup
 
 from . import selectors
 from .events import Frame, encode
@@ -64,9 +64,11 @@ class Subscription:
     def __init__(self, conversation_id: str):
         self.conversation_id = conversation_id
         self.overflowed = False
-        self._frames: deque[Frame] = deque()
+        # A list, not a deque: a deque's first block is 600 bytes, for each of thousands of
+        # mostly idle sockets.
+        self._frames: list[Frame] = []
         self._size = 0
-        self._wakeup = asyncio.Event()
+        self._wakeup = Wakeup()
         # Who is watching: an async callable given each new ``presence`` frame, if wanted.
         self.on_presence = None
         self.presence_sent: str | None = None
@@ -77,7 +79,7 @@ class Subscription:
             len(self._frames) + len(frames) > self.MAX_BACKLOG
             or self._size + size > self.MAX_BACKLOG_CHARS
         ):
-            self._frames.clear()
+            self._frames = []
             self._size = 0
             self.overflowed = True
         else:
@@ -100,8 +102,7 @@ class Subscription:
                     await self._wakeup.wait()
             except TimeoutError:
                 return None
-        frames = list(self._frames)
-        self._frames.clear()
+        frames, self._frames = self._frames, []
         self._size = 0
         return frames
 

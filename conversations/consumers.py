@@ -9,6 +9,7 @@ from urllib.parse import parse_qs
 
 from django.conf import settings
 
+from core.auth import authenticate
 from core.dbthreads import run_db
 from core.errors import ApplicationError
 from core.process import process_id, server_loop
@@ -16,7 +17,7 @@ from core.sockets import GuardedConsumer, anything, flag, identifier, optional_s
 from core.throttles import rate_check
 
 from . import hooks, revocation, services
-from .access import conversation_access
+from .access import conversation_access, conversation_watching
 from .events import check_seq_within, parse_seq
 from .feed import ConversationFeed
 from .metrics import SOCKETS_BEHIND, SOCKETS_OPEN
@@ -68,12 +69,17 @@ class ConversationConsumer(GuardedConsumer):
     # each: one encoding and one hand-off per event instead of a dispatch per socket.
     channel_layer_alias = None
 
+    # The socket's credential is read in connect's one trip to the database threads.
+    authenticates_in_connect = True
+
     feed: ConversationFeed | None = None
     pump: asyncio.Task | None = None
-    watcher = None
+    watcher_id: int | None = None  # the socket's watcher row
     held: revocation.Held | None = None  # the access this socket was opened with
     closing: asyncio.Task | None = None
     counted = False  # whether this socket is in SOCKETS_OPEN
+    ready = False  # whether ws.ready was sent (presence waits for it)
+    presence_waiting: str | None = None  # presence that came before ws.ready
 
     async def connect(self):
         # Accept first: a close code only reaches the client on an open socket.
@@ -84,16 +90,15 @@ class ConversationConsumer(GuardedConsumer):
             await self.close(code=CLOSE_SERVICE_RESTART)
             return
         _open_sockets.add(self)
-        user = self.scope.get("user")
-        if user is None or not user.is_authenticated:
-            await self.close(code=CLOSE_UNAUTHENTICATED)
-            return
         self.conversation_id = self.scope["url_route"]["kwargs"]["conversation_id"]
         if not CONVERSATION_ID.fullmatch(self.conversation_id):
-            await self.close(code=CLOSE_FORBIDDEN)  # no conversation has such an id
+            # No conversation has such an id: refused once the person is known (4401 first).
+            await run_db(authenticate, self.scope)
+            user = self.scope["user"]
+            await self.close(
+                code=CLOSE_FORBIDDEN if user.is_authenticated else CLOSE_UNAUTHENTICATED
+            )
             return
-        if not await self.hold_slot(user):
-            return  # closed with 4429: the person has as many sockets open as they may
         query = parse_qs(
             self.scope.get("query_string", b"").decode("latin1"), keep_blank_values=True
         )
@@ -102,28 +107,37 @@ class ConversationConsumer(GuardedConsumer):
             from_seq = parse_seq(query["from_seq"][-1]) if "from_seq" in query else 0
         except ApplicationError as error:
             from_seq, bad_query = 0, error
-        wants_presence = query.get("presence", [""])[-1] in ("1", "true")
-        # Subscribe first, then check access and read the state and the replay's first page in
-        # one trip: nothing committed after the read is missed, nothing is sent before access
-        # is checked, and the first events follow ws.ready at once.
+        # Subscribe first, then, in one trip to the database threads, read the person, check
+        # their access, read the state and the replay's first page, and add the socket's watcher
+        # row: nothing committed after the read is missed, nothing is sent before access is
+        # checked, and the first events follow ws.ready at once.
         self.feed = ConversationFeed(self.conversation_id, from_seq)
         await self.settle(self.feed.__aenter__())
-        try:
-            conversation, self.membership, first_page = await run_db(self._open_for, user)
-        except ApplicationError:
-            await self.close(code=CLOSE_FORBIDDEN)
+        if query.get("presence", [""])[-1] in ("1", "true"):
+            # Before the watcher row is added, so that its own presence reaches it (sent once
+            # ws.ready has gone).
+            self.feed.on_presence(self.send_presence)
+        opened = await self.settle(self._open_trip(watch=bad_query is None))
+        user = self.scope["user"]
+        if opened is None:
+            await self.close(
+                code=CLOSE_FORBIDDEN if user.is_authenticated else CLOSE_UNAUTHENTICATED
+            )
             return
+        watching, first_page = opened
+        if not await self.hold_slot(user):
+            return  # closed with 4429: the person has as many sockets open as they may
         self.held = revocation.hold(
             user_id=user.pk,
-            workspace_id=self.membership.workspace_id,
-            role=self.membership.role,
+            workspace_id=watching.workspace_id,
+            role=watching.role,
             revoke=self.revoked,
             **revocation.credentials(self.scope),
         )
         try:
             if bad_query is not None:
                 raise bad_query
-            check_seq_within(from_seq, conversation.last_seq)
+            check_seq_within(from_seq, watching.last_seq)
         except ApplicationError as error:
             await self.refuse(error)
             return
@@ -132,35 +146,50 @@ class ConversationConsumer(GuardedConsumer):
             {
                 "type": "ws.ready",
                 "conversation": self.conversation_id,
-                "latest_seq": conversation.last_seq,
-                "in_flight": conversation.active_turn_id is not None,
-                "turn": conversation.active_turn_id,
-                "status": conversation.active_turn_status,
-                "role": self.membership.role,
+                "latest_seq": watching.last_seq,
+                "in_flight": watching.active_turn_id is not None,
+                "turn": watching.active_turn_id,
+                "status": watching.active_turn_status,
+                "role": watching.role,
             }
         )
+        self.ready = True
         self.start_pump()
-        if wants_presence:
-            self.feed.on_presence(self.send_presence)
-        await self.settle(self._watch(user))
+        if self.presence_waiting is not None:
+            text, self.presence_waiting = self.presence_waiting, None
+            await self._send_texts([text])
 
-    def _open_for(self, user):
-        """The conversation with its state (ApplicationError if the person may not see it),
-        their membership, and the replay's first page."""
-        conversation, membership = conversation_access(
-            user=user, conversation_id=self.conversation_id
-        )
-        if self.feed.last_seq > conversation.last_seq:
-            return conversation, membership, []  # refused: from_seq is past the latest event
-        return conversation, membership, self.feed.read_first_page()
+    async def _open_trip(self, *, watch: bool):
+        opened = await run_db(self._open, watch)
+        if opened is None:
+            return None
+        watching, first_page, self.watcher_id = opened  # kept, even if connect was cancelled
+        return watching, first_page
 
-    async def _watch(self, user) -> None:
-        self.watcher = await run_db(
-            services.watcher_add,
-            conversation_id=self.conversation_id,
-            user=user,
-            process=process_id(),
-        )
+    def _open(self, watch: bool):
+        """The person (see core.auth), then what they may see of the conversation with its
+        state, the replay's first page, and (if ``watch``) their watcher row's id; None for no
+        one, a stranger or an unknown id."""
+        authenticate(self.scope)
+        user = self.scope["user"]
+        if not user.is_authenticated:
+            return None
+        try:
+            watching = conversation_watching(user_id=user.pk, conversation_id=self.conversation_id)
+        except ApplicationError:
+            return None
+        if self.feed.last_seq >= watching.last_seq:
+            # Nothing to replay (or refused: from_seq is past the latest event). Events
+            # committed since the read come live.
+            first_page = []
+        else:
+            first_page = self.feed.read_first_page()
+        watcher_id = None
+        if watch and self.feed.last_seq <= watching.last_seq:
+            watcher_id = services.watcher_add(
+                conversation_id=self.conversation_id, user=user, process=process_id()
+            ).pk
+        return watching, first_page, watcher_id
 
     def revoked(self, kind: str) -> None:
         """The person lost access (see conversations.revocation): nothing more is sent, and the
@@ -187,12 +216,20 @@ class ConversationConsumer(GuardedConsumer):
             if self.feed is not None:
                 await self.feed.__aexit__(None, None, None)
         finally:
-            if self.watcher is not None:
-                watcher, self.watcher = self.watcher, None
-                await run_db(services.watcher_remove, watcher=watcher)
+            if self.watcher_id is not None:
+                watcher_id, self.watcher_id = self.watcher_id, None
+                await run_db(
+                    services.watcher_remove,
+                    watcher_id=watcher_id,
+                    conversation_id=self.conversation_id,
+                )
 
     async def send_presence(self, text: str) -> None:
-        """Who is watching now (for sockets opened with ``presence=1``)."""
+        """Who is watching now (for sockets opened with ``presence=1``), once ws.ready has gone
+        (the latest kept until then)."""
+        if not self.ready:
+            self.presence_waiting = text
+            return
         await self._send_texts([text])
 
     async def refuse(self, error: ApplicationError) -> None:

@@ -26,6 +26,16 @@ class ConversationFeed:
     PAGE = 1000
     PAGE_CHARS = 2**20
 
+    __slots__ = (
+        "_page",
+        "_primed",
+        "_replay",
+        "_subscription",
+        "conversation_id",
+        "interrupted",
+        "last_seq",
+    )
+
     def __init__(self, conversation_id: str, after_seq: int):
         self.conversation_id = conversation_id
         self.last_seq = after_seq

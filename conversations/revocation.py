@@ -52,7 +52,7 @@ SIGNED_OUT = "signed_out"
 RANKS = {Membership.Role.VIEWER: 0, Membership.Role.MEMBER: 1, Membership.Role.OWNER: 2}
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class Held:
     """Access held by a socket or a tail in this process."""
 

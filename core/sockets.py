@@ -19,6 +19,8 @@ from django.conf import settings
 from twisted.internet import tcp
 
 from core import slots
+from core.auth import authenticate
+from core.dbthreads import run_db
 from core.decoding import decode_json
 from core.errors import ApplicationError, too_many
 from core.streaming import Producer
@@ -45,6 +47,10 @@ class GuardedConsumer(AsyncWebsocketConsumer):
     frame_handlers: dict = {}
     frame_fields: dict = {}
 
+    # Whether connect() reads the socket's credential itself (core.auth.authenticate, in the
+    # same trip to the database threads as its own reads); if not, it is read before connect().
+    authenticates_in_connect = False
+
     _settling: list | None = None
     _cleaning: asyncio.Task | None = None
     _slot: slots.Slot | None = None
@@ -54,6 +60,11 @@ class GuardedConsumer(AsyncWebsocketConsumer):
             await super().__call__(scope, receive, _ignoring_gone_clients(send))
         finally:
             await self._clean_up_once()
+
+    async def websocket_connect(self, message):
+        if not self.authenticates_in_connect:
+            await run_db(authenticate, self.scope)
+        await super().websocket_connect(message)
 
     async def dispatch(self, message):
         # Channels' own dispatch first closes the stale database connections of a thread it
@@ -89,7 +100,10 @@ class GuardedConsumer(AsyncWebsocketConsumer):
         if self._settling is None:
             self._settling = []
         self._settling.append(task)
-        return await asyncio.shield(task)
+        result = await asyncio.shield(task)
+        # Settled, its result in hand: not kept for as long as the socket is open.
+        self._settling.remove(task)
+        return result
 
     async def hold_slot(self, user) -> bool:
         """Count this socket among its person's open sockets (over every process, see
@@ -224,20 +238,25 @@ class SocketRouter(URLRouter):
     """Channels' URLRouter, except that a socket to a path no route serves (``/ws/nope/``,
     ``/``) is refused at its handshake, with 403 (the one refusal Daphne sends), where Channels'
     router would raise, which Daphne answers with a 500 and logs as a server error: a path is
-    the client's to get wrong, not the server's (Daphne's access log shows the refusal)."""
+    the client's to get wrong, not the server's (Daphne's access log shows the refusal).
+
+    The route's match is added to the scope, not to a copy of it (see core.auth's middleware:
+    the connection's scope is its own, and a copy would live as long as the socket)."""
 
     async def __call__(self, scope, receive, send):
-        if "path_remaining" not in scope and not self._serves(scope):
-            return await WebsocketDenier()(scope, receive, send)
-        return await super().__call__(scope, receive, send)
-
-    def _serves(self, scope) -> bool:
-        """Whether a route matches the path, read as Channels' router reads it."""
+        if "path_remaining" in scope:
+            return await super().__call__(scope, receive, send)  # nested: Channels' own
         path, root = scope.get("path", ""), scope.get("root_path", "")
-        if root and not path.startswith(root):
-            return False
-        path = path[len(root) :].lstrip("/")
-        return any(route.pattern.match(path) for route in self.routes)
+        if not root or path.startswith(root):
+            path = path[len(root) :].lstrip("/")
+            for route in self.routes:
+                match = route.pattern.match(path)
+                if match:
+                    remaining, args, kwargs = match
+                    scope["path_remaining"] = remaining
+                    scope["url_route"] = {"args": args, "kwargs": {**kwargs, **route.default_args}}
+                    return await route.callback(scope, receive, send)
+        return await WebsocketDenier()(scope, receive, send)
 
 
 # Field checks: each takes the field's name and value (MISSING when absent) and returns the

@@ -18,6 +18,8 @@ from twisted.internet.abstract import FileDescriptor
 from twisted.internet.interfaces import IPushProducer
 from zope.interface import implementer
 
+from core.wakeup import Wakeup
+
 _open: "weakref.WeakSet[ResponseFlow]" = weakref.WeakSet()
 
 
@@ -28,8 +30,7 @@ class Producer:
     (resume). A socket's (core.sockets' ``Flow``) and a streamed response's (``ResponseFlow``)."""
 
     def __init__(self):
-        self._drained = asyncio.Event()
-        self._drained.set()
+        self._drained = Wakeup(is_set=True)
 
     @property
     def full(self) -> bool:

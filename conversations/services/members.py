@@ -41,10 +41,11 @@ def watcher_add(*, conversation_id: str, user, process: str) -> Watcher:
     return watcher
 
 
-def watcher_remove(*, watcher: Watcher) -> None:
-    """Forget a socket that closed; everyone still watching is told who is here."""
-    Watcher.objects.filter(pk=watcher.pk).delete()
-    transaction.on_commit(partial(hub.presence_changed, watcher.conversation_id))
+def watcher_remove(*, watcher_id: int, conversation_id: str) -> None:
+    """Forget a socket that closed (its watcher row, on ``conversation_id``); everyone still
+    watching is told who is here."""
+    Watcher.objects.filter(pk=watcher_id).delete()
+    transaction.on_commit(partial(hub.presence_changed, conversation_id))
 
 
 def watchers_upkeep(*, process: str, reap_foreign: bool, forget_others: bool = True) -> None:

@@ -12,7 +12,7 @@ import pytest
 import websockets
 from django.test import override_settings
 
-from conversations.models import Conversation, Turn, TurnEvent
+from conversations.models import Conversation, Turn, TurnEvent, Watcher
 from core import slots
 from core.throttles import rate_check
 from selection.models import Selection
@@ -66,6 +66,14 @@ async def test_a_person_past_their_sockets_is_closed_with_4429(make_server, peop
         }
         async with person_socket(server, people.alice) as fourth:
             assert (await refused_socket(fourth))["code"] == "too_many_sockets"
+        # The refused conversation socket left no watcher row behind (its row is written in
+        # the handshake's one trip, before its place is counted): the two open ones are all.
+        for _ in range(600):
+            if await Watcher.objects.filter(conversation_id=cid).acount() == 2:
+                break
+            await asyncio.sleep(0.05)
+        else:
+            raise AssertionError("the refused socket's watcher row stayed")
         # Someone else is not held back.
         async with server.connect(cid, people.bob) as bobs:
             await ready(bobs)
