@@ -17,13 +17,24 @@ from collections.abc import Callable
 from django.db import connections
 from django.db.models import QuerySet
 from django.db.models.query import get_related_populators
+from django.db.transaction import TransactionManagementError
 
 # The stand-in a lookup is built with, found again among the compiled query's parameters.
 MARK = "parley:prepared:value"
 
 
 class _Compiled:
-    __slots__ = ("columns", "compiler", "db", "model", "params", "populators", "span", "sql")
+    __slots__ = (
+        "columns",
+        "compiler",
+        "db",
+        "locks",
+        "model",
+        "params",
+        "populators",
+        "span",
+        "sql",
+    )
 
     def __init__(self, queryset: QuerySet):
         compiler = queryset.query.get_compiler(using=queryset.db)
@@ -35,8 +46,9 @@ class _Compiled:
                 "A prepared lookup takes one value, passed to the database as it is, and no "
                 f"extra columns: {sql}"
             )
-        if queryset.query.select_for_update:
-            raise ValueError("A prepared lookup cannot lock rows (Django checks its transaction).")
+        # A lookup that locks its rows (select_for_update) runs in a transaction only, as
+        # Django's own check says (made by as_sql above the first time, here every time after).
+        self.locks = bool(queryset.query.select_for_update)
         self.span = spots[0]
         self.sql, self.compiler, self.db = sql, compiler, queryset.db
         klass_info, select = compiler.klass_info, compiler.select
@@ -67,7 +79,12 @@ class PreparedLookup:
         compiled = self._compiled()
         params = list(compiled.params)
         params[compiled.span] = value
-        with connections[compiled.db].cursor() as cursor:
+        connection = connections[compiled.db]
+        if compiled.locks and connection.get_autocommit():
+            raise TransactionManagementError(
+                "select_for_update cannot be used outside of a transaction."
+            )
+        with connection.cursor() as cursor:
             cursor.execute(compiled.sql, params)
             rows = cursor.fetchall()
         start, end, init_list = compiled.columns
