@@ -47,7 +47,9 @@ class _Compiled:
                 f"extra columns: {sql}"
             )
         # A lookup that locks its rows (select_for_update) runs in a transaction only, as
-        # Django's own check says (made by as_sql above the first time, here every time after).
+        # Django's own check says (made by as_sql above the first time, here every time after),
+        # and on SQLite too, where Django lets it pass as it locks nothing: a lookup misused
+        # there would fail on PostgreSQL.
         self.locks = bool(queryset.query.select_for_update)
         self.span = spots[0]
         self.sql, self.compiler, self.db = sql, compiler, queryset.db
