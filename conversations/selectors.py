@@ -6,6 +6,7 @@ from django.db.models import Count, OuterRef, QuerySet, Subquery, TextField
 from django.db.models.functions import Cast
 
 from core.people import person
+from core.prepared import PreparedLookup
 
 from .events import Frame, FrameEncoder
 from .models import Conversation, Membership, Turn, TurnEvent, TurnStep, Watcher, Workspace
@@ -56,12 +57,18 @@ def conversations_for_user(
     )
 
 
+# Every request and socket about one conversation starts here (the access rule): compiled once.
+_WITH_STATE = PreparedLookup(
+    lambda conversation_id: _with_active_turn(
+        Conversation.objects.select_related("workspace", "created_by")
+    ).filter(pk=conversation_id)
+)
+
+
 def conversation_with_state(*, conversation_id: str) -> Conversation | None:
-    return (
-        _with_active_turn(Conversation.objects.select_related("workspace", "created_by"))
-        .filter(pk=conversation_id)
-        .first()
-    )
+    """The conversation with its workspace, its creator and its active turn (``active_turn_id``
+    and ``active_turn_status``, None if it has none)."""
+    return _WITH_STATE.first(conversation_id)
 
 
 def event_frames_after(*, conversation_id: str, after_seq: int, limit: int) -> list[Frame]:

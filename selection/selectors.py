@@ -8,6 +8,7 @@ from django.db.models.functions import Substr
 
 from conversations.models import Membership, TurnEvent
 from core.people import person
+from core.prepared import PreparedLookup
 
 from .models import Selection
 
@@ -57,14 +58,17 @@ def settled_selection_ids(*, ids: list[str]) -> list[str]:
     return settled
 
 
+# Every request about one question (read, answer, browse) starts here: compiled once.
+_WITH_CONTEXT = PreparedLookup(
+    lambda selection_id: Selection.objects.select_related(
+        "conversation__workspace", "turn", "addressee", "answered_by"
+    ).filter(pk=selection_id)
+)
+
+
 def selection_with_context(*, selection_id: str) -> Selection | None:
-    return (
-        Selection.objects.select_related(
-            "conversation__workspace", "turn", "addressee", "answered_by"
-        )
-        .filter(pk=selection_id)
-        .first()
-    )
+    """The question with its conversation, workspace, turn, addressee and who answered it."""
+    return _WITH_CONTEXT.first(selection_id)
 
 
 def selections_answerable_by(

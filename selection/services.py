@@ -23,6 +23,7 @@ from conversations.services import (
 )
 from core.errors import ApplicationError
 from core.people import person
+from core.prepared import PreparedLookup
 from core.throttles import rate_check
 
 from . import announcing
@@ -170,6 +171,12 @@ def selection_reply(
     return selection
 
 
+# Every settlement locks its turn first: compiled once.
+_TURN_FOR_UPDATE = PreparedLookup(
+    lambda turn_id: Turn.objects.select_for_update().filter(pk=turn_id)
+)
+
+
 def _resolve(
     selection: Selection, status: str, *, answer=None, user=None, via="", before_expiry=False
 ):
@@ -184,7 +191,7 @@ def _resolve(
     with transaction.atomic():
         # The lock order (conversations.services): the turn, then the question, then the
         # conversation's counter.
-        turn = Turn.objects.select_for_update().filter(pk=selection.turn_id).first()
+        turn = _TURN_FOR_UPDATE.first(selection.turn_id)
         now = timezone.now()
         pending = Selection.objects.filter(pk=selection.pk, status=Selection.Status.PENDING)
         if before_expiry:

@@ -2,6 +2,7 @@
 that stores what they record, and published once it commits ("write, then publish"); and a
 turn's journal steps, stored with its events."""
 
+from datetime import datetime
 from functools import partial
 
 from django.db import connection, transaction
@@ -47,6 +48,55 @@ def _insert_rows(model, fields: tuple[str, ...], rows: list[tuple]) -> None:
             )
 
 
+def _take_seqs_sql() -> str:
+    """The counter's statement for this database: it takes ``count`` seqs, stamps the latest
+    activity (never backwards) and reads them back, in one round trip (RETURNING: SQLite 3.35+,
+    PostgreSQL). Built once: every batch of every turn, and every answer, runs it, and the ORM
+    would compile an update and a read for each (a share of the answer's path in the bench's
+    profile)."""
+    if (sql := _TAKE_SEQS.get(connection.vendor)) is None:
+        quote = connection.ops.quote_name
+        greatest = "MAX" if connection.vendor == "sqlite" else "GREATEST"
+        seq, at = quote("last_seq"), quote("last_activity_at")
+        sql = _TAKE_SEQS[connection.vendor] = (
+            f"UPDATE {quote(Conversation._meta.db_table)} SET {seq} = {seq} + %s, "
+            f"{at} = {greatest}({at}, %s) WHERE {quote('id')} = %s "
+            f"RETURNING {seq}, {at}, {quote('workspace_id')}"
+        )
+    return sql
+
+
+_TAKE_SEQS: dict[str, str] = {}
+
+
+def _take_seqs(conversation_id: str, count: int) -> tuple[int, datetime, int]:
+    """Take ``count`` seqs from the conversation's counter (its row lock held until commit):
+    the last of them, the events' stamp and the conversation's workspace."""
+    now = timezone.now()
+    if not connection.features.can_return_columns_from_insert:
+        Conversation.objects.filter(pk=conversation_id).update(
+            last_seq=F("last_seq") + count,
+            last_activity_at=Greatest("last_activity_at", Value(now, DateTimeField())),
+        )
+        return (
+            Conversation.objects.filter(pk=conversation_id)
+            .values_list("last_seq", "last_activity_at", "workspace_id")
+            .get()
+        )
+    stamp = connection.ops.adapt_datetimefield_value(now)
+    with connection.cursor() as cursor:
+        cursor.execute(_take_seqs_sql(), [count, stamp, conversation_id])
+        row = cursor.fetchone()
+    if row is None:
+        raise Conversation.DoesNotExist(f"No conversation {conversation_id}")
+    last, recorded_at, workspace_id = row
+    if not isinstance(recorded_at, datetime) or timezone.is_naive(recorded_at):
+        # SQLite's text (or its naive datetime, where the column's declared type converts it),
+        # made what the ORM would give: an aware datetime.
+        recorded_at = connection.ops.convert_datetimefield_value(recorded_at, None, connection)
+    return last, recorded_at, workspace_id
+
+
 def append_events(*, conversation_id: str, turn_id: str, events: list[EventSpec]) -> list[Frame]:
     """Number and store events, and publish them once the surrounding transaction commits.
 
@@ -62,15 +112,7 @@ def append_events(*, conversation_id: str, turn_id: str, events: list[EventSpec]
     # The counter's update takes the lock and stamps the conversation's latest activity, never
     # backwards; the stamp read back under that lock is the events' ts, so ts rises with seq
     # across every writer (and every process, whatever its clock says).
-    Conversation.objects.filter(pk=conversation_id).update(
-        last_seq=F("last_seq") + count,
-        last_activity_at=Greatest("last_activity_at", Value(timezone.now(), DateTimeField())),
-    )
-    last, recorded_at, workspace_id = (
-        Conversation.objects.filter(pk=conversation_id)
-        .values_list("last_seq", "last_activity_at", "workspace_id")
-        .get()
-    )
+    last, recorded_at, workspace_id = _take_seqs(conversation_id, count)
     first = last - count + 1
     stored_at = connection.ops.adapt_datetimefield_value(recorded_at)
     encoder = FrameEncoder(conversation_id)

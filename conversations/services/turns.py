@@ -15,6 +15,7 @@ from django.utils import timezone
 
 from core.errors import ApplicationError
 from core.people import person
+from core.prepared import PreparedLookup
 from core.process import process_id, server_loop
 
 from .. import hooks
@@ -142,16 +143,20 @@ def turn_await_input(*, turn_id: str, process: str) -> Turn:
     return turn
 
 
+# Steering and Stop lock the active turn with this (at most one turn is active): compiled once.
+_ACTIVE_TURN_FOR_UPDATE = PreparedLookup(
+    lambda conversation_id: Turn.objects.select_for_update().filter(
+        conversation_id=conversation_id, status__in=Turn.ACTIVE_STATUSES
+    )
+)
+
+
 def _active_turn_for_update(conversation_id: str, expected_turn_id) -> Turn:
     """The conversation's active turn, locked; it must be the one the caller expects.
 
     Raises 409 ``no_active_turn`` or 409 ``turn_mismatch`` (naming the active turn).
     """
-    turn = (
-        Turn.objects.select_for_update()
-        .filter(conversation_id=conversation_id, status__in=Turn.ACTIVE_STATUSES)
-        .first()
-    )
+    turn = _ACTIVE_TURN_FOR_UPDATE.first(conversation_id)
     if turn is None:
         raise ApplicationError(
             "no_active_turn", "No turn is running in this conversation.", status=409
