@@ -1,0 +1,30 @@
+"""Starts a Daphne (Parley's or a bare app, as its arguments say) with tracemalloc on, for
+bench/tracing.py: on SIGUSR1 it writes a snapshot to the file named by BENCH_TRACE_SNAPSHOT
+(written beside it, then renamed into place, so a reader never sees half of one). Parley itself
+carries no benchmark code: this wrapper is the only difference.
+"""
+
+import os
+import signal
+import sys
+import tracemalloc
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+tracemalloc.start(int(os.environ.get("BENCH_TRACE_FRAMES", "25")))
+
+from daphne.cli import CommandLineInterface  # noqa: E402
+
+
+def dump(signum, frame):
+    path = os.environ["BENCH_TRACE_SNAPSHOT"]
+    snapshot = tracemalloc.take_snapshot().filter_traces(
+        [tracemalloc.Filter(False, tracemalloc.__file__)]
+    )
+    snapshot.dump(path + ".part")
+    os.replace(path + ".part", path)
+
+
+signal.signal(signal.SIGUSR1, dump)
+
+if __name__ == "__main__":
+    CommandLineInterface.entrypoint()
