@@ -157,6 +157,8 @@ def report(results: dict) -> str:
     ]
     if notes:
         lines += ["Beside the figures (not in them):", *notes]
+    for what, error in results.get("failed", {}).items():
+        lines.append(f"FAILED: {what}: {error}")
     if "tracemalloc" in results:
         lines += ["", *tracing_report(results["tracemalloc"], indent="")]
     shown: dict[tuple, str] = {}

@@ -21,6 +21,7 @@ import platform
 import shutil
 import sys
 import tempfile
+import traceback
 from pathlib import Path
 
 import psutil
@@ -157,12 +158,22 @@ async def main(quick: bool, stages, configs) -> dict:
         "quick": quick,
         "sizes": size,
     }
+    # A configuration that fails is reported as failed, and the others still run.
+    failed = results["failed"] = {}
     if "S" in configs and set(stages) - {"tracemalloc"}:
-        async with asyncio.timeout(1200):
-            results["S"] = await one_process(stages, size)
+        try:
+            async with asyncio.timeout(1200):
+                results["S"] = await one_process(stages, size)
+        except Exception as error:
+            failed["S"] = repr(error)
+            traceback.print_exc()
     if "P" in configs and set(stages) - {"tracemalloc"}:
-        async with asyncio.timeout(1200):
-            results["P"] = await two_processes(stages, size)
+        try:
+            async with asyncio.timeout(1200):
+                results["P"] = await two_processes(stages, size)
+        except Exception as error:
+            failed["P"] = repr(error)
+            traceback.print_exc()
     if "tracemalloc" in stages:
         print("Memory per socket by owner, under tracemalloc …", flush=True)
         scratch = Path(tempfile.mkdtemp(prefix="parley-ratios-traced-"))
@@ -171,6 +182,9 @@ async def main(quick: bool, stages, configs) -> dict:
                 results["tracemalloc"] = await tracing.run(
                     scratch, size["traced_sockets"], Daphne=Daphne, prepare_parley=prepare_parley
                 )
+        except Exception as error:
+            failed["tracemalloc"] = repr(error)
+            traceback.print_exc()
         finally:
             shutil.rmtree(scratch, ignore_errors=True)
     results["rows"] = ratio_table.rows(results)
@@ -192,3 +206,4 @@ if __name__ == "__main__":
     (RESULTS / "ratios.json").write_text(json.dumps(results, indent=2, default=str))
     print()
     print(ratio_table.report(results))
+    sys.exit(1 if results["failed"] else 0)

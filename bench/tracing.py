@@ -1,12 +1,12 @@
 """Figure 3's breakdown in bench/ratios.py: a socket's memory by owner, from tracemalloc.
 
 Parley's Daphne and the bare app's (``/accept/``), each started under bench/traced_server.py
-(tracemalloc on, a snapshot written on SIGUSR1), in a scratch Parley of their own: a warm-up of
-100 sockets opened and closed, a snapshot, ``sockets`` sockets opened by bench/sockets.py's
-client processes, a second snapshot, then the difference attributed to each allocation's
-innermost frame that is not the standard library's (bench/owners.py) and given in KB per socket.
-tracemalloc slows the servers down: these processes are not the ones any CPU or RSS figure is
-read from.
+(tracemalloc turned on once it has started, a snapshot written on SIGUSR1), in a scratch Parley
+of their own: a warm-up of 100 sockets opened and closed, a snapshot, ``sockets`` sockets opened
+by bench/sockets.py's client processes, a second snapshot, then the difference attributed to
+each allocation's innermost frame that is not the standard library's (bench/owners.py), in KB
+per socket. tracemalloc slows the servers down: no CPU or RSS figure is read from these
+processes.
 """
 
 import asyncio
@@ -42,14 +42,16 @@ async def _open(server, token: str, targets: list[str], sockets: int) -> Workers
 
 
 async def breakdown(server, token: str, targets: list[str], sockets: int, into: Path) -> dict:
+    os.kill(server.process.pid, signal.SIGUSR2)  # tracemalloc on
+    await asyncio.sleep(0.5)
     warm = await _open(server, token, targets, 100)
     await warm.stop()
     await asyncio.sleep(1)
-    before = await _snapshot(server, into / "before.snapshot")
+    before = await _snapshot(server, into / "snapshot")
     workers = await _open(server, token, targets, sockets)
     try:
         await asyncio.sleep(2)
-        after = await _snapshot(server, into / "after.snapshot")
+        after = await _snapshot(server, into / "snapshot")
     finally:
         await workers.stop()
     return await asyncio.to_thread(memory_by_owner, before, after, sockets)
@@ -58,7 +60,8 @@ async def breakdown(server, token: str, targets: list[str], sockets: int, into: 
 async def run(scratch: Path, sockets: int, *, Daphne, prepare_parley) -> dict:
     env, token = prepare_parley(scratch)
     python = sys.executable
-    traced = [python, "bench/traced_server.py"]
+    # Slowed down by tracemalloc, a handshake may take longer than Daphne's 5 s to be accepted.
+    traced = [python, "bench/traced_server.py", "--websocket_connect_timeout", "300"]
     result = {"sockets": sockets}
     async with httpx.AsyncClient(headers={"Authorization": f"Token {token}"}, timeout=60) as http:
         for kind, app in (
