@@ -62,13 +62,21 @@ async def conversations(parley: Parley) -> list[str]:
     return [await parley.conversation() for _ in range(CONVERSATIONS)]
 
 
-async def measure(config: str, parleys: list, bare, token: str, backing, stages, size) -> dict:
-    """The stages asked for, on one configuration's servers."""
+async def measure(
+    config: str, parleys: list, bare, token: str, backing, stages, size, out: dict
+) -> dict:
+    """The stages asked for, on one configuration's servers, into ``out`` (which keeps the
+    stages done if a later one fails)."""
     a = parleys[0]
     b = parleys[1] if len(parleys) > 1 else None
     into = PROFILES / config
     watched = await conversations(a)
-    out: dict = {}
+
+    async def settled():
+        """Until Parley's processes are idle: thousands of sockets closed keep a process busy
+        for seconds, and a handshake not accepted within Daphne's 5 s is dropped."""
+        await gauges.wait_idle([p.server.process.pid for p in parleys], limit=120)
+
     if "handshake" in stages:
         print(f"{config}: handshakes, {size['handshake_rounds']} rounds taking turns …", flush=True)
         out["handshake"] = await handshakes.run(
@@ -86,6 +94,7 @@ async def measure(config: str, parleys: list, bare, token: str, backing, stages,
                 a.server, token, watched, size["handshake_sockets"], into
             )
     if "sockets" in stages:
+        await settled()
         print(f"{config}: {size['sockets']:,} sockets, streams taking turns …", flush=True)
         out["sockets"] = await fanout.run(
             parleys,
@@ -99,6 +108,7 @@ async def measure(config: str, parleys: list, bare, token: str, backing, stages,
             profile_into=into,
         )
     if "requests" in stages:
+        await settled()
         print(f"{config}: requests, {size['samples']} samples taking turns …", flush=True)
         out["requests"] = await answers.run(
             config, a, b, bare, samples=size["samples"], profile_into=into
@@ -106,7 +116,7 @@ async def measure(config: str, parleys: list, bare, token: str, backing, stages,
     return out
 
 
-async def one_process(stages, size) -> dict:
+async def one_process(stages, size, out: dict) -> dict:
     """Configuration S: SQLite, one Parley process, and the bare app."""
     scratch = Path(tempfile.mkdtemp(prefix="parley-ratios-"))
     try:
@@ -121,7 +131,7 @@ async def one_process(stages, size) -> dict:
             )
             parley = Parley(server, token)
             try:
-                return await measure("S", [parley], bare, token, [], stages, size)
+                return await measure("S", [parley], bare, token, [], stages, size, out)
             finally:
                 await parley.http.aclose()
                 bare.stop()
@@ -131,7 +141,7 @@ async def one_process(stages, size) -> dict:
         shutil.rmtree(scratch, ignore_errors=True)
 
 
-async def two_processes(stages, size) -> dict:
+async def two_processes(stages, size, out: dict) -> dict:
     """Configuration P: PostgreSQL, Redis, Parley's A and B, and the bare app."""
     from bench.cluster import two_processes
 
@@ -139,7 +149,7 @@ async def two_processes(stages, size) -> dict:
         a, b = Parley(server_a, token), Parley(server_b, token)
         try:
             backing = gauges.backing_pids(env)
-            return await measure("P", [a, b], bare, token, backing, stages, size)
+            return await measure("P", [a, b], bare, token, backing, stages, size, out)
         finally:
             await a.http.aclose()
             await b.http.aclose()
@@ -147,7 +157,6 @@ async def two_processes(stages, size) -> dict:
 
 async def main(quick: bool, stages, configs) -> dict:
     size = sizes(quick)
-    shutil.rmtree(PROFILES, ignore_errors=True)
     results: dict = {
         "machine": {
             "cpus": os.cpu_count(),
@@ -160,17 +169,19 @@ async def main(quick: bool, stages, configs) -> dict:
     }
     # A configuration that fails is reported as failed, and the others still run.
     failed = results["failed"] = {}
+    for config in configs:  # this run's profiles replace the last run's
+        shutil.rmtree(PROFILES / config, ignore_errors=True)
     if "S" in configs and set(stages) - {"tracemalloc"}:
         try:
             async with asyncio.timeout(1200):
-                results["S"] = await one_process(stages, size)
+                await one_process(stages, size, results.setdefault("S", {}))
         except Exception as error:
             failed["S"] = repr(error)
             traceback.print_exc()
     if "P" in configs and set(stages) - {"tracemalloc"}:
         try:
             async with asyncio.timeout(1200):
-                results["P"] = await two_processes(stages, size)
+                await two_processes(stages, size, results.setdefault("P", {}))
         except Exception as error:
             failed["P"] = repr(error)
             traceback.print_exc()
