@@ -1,7 +1,7 @@
 """Parley's speed as ratios to the bare stack, measured in the same run, taking turns (issue 31).
 
     make bench                                   (or: .venv/bin/python -m bench.ratios)
-    .venv/bin/python -m bench.ratios --quick     # smaller runs: about 3 minutes
+    .venv/bin/python -m bench.ratios --quick     # smaller runs: 3-6 minutes
     .venv/bin/python -m bench.ratios --only handshake [--only sockets] [--config S]
 
 Two configurations: S, SQLite and one Parley process; P, PostgreSQL + Redis and two Parley
@@ -204,7 +204,7 @@ async def main(quick: bool, stages, configs) -> dict:
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="smaller runs (about 3 minutes)")
+    parser.add_argument("--quick", action="store_true", help="smaller runs (3-6 minutes)")
     parser.add_argument(
         "--only", action="append", choices=STAGES, help="run only this stage (may be repeated)"
     )
