@@ -7,7 +7,7 @@ PORT ?= 8000
 # The browser tests drive Debian's Chromium through Playwright: nothing is downloaded at test time.
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: run test bench fuzz soak lint format clean chromium services cluster deploy clients
+.PHONY: run test bench bench-all fuzz soak lint format clean chromium services cluster deploy clients
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -84,7 +84,13 @@ cluster: $(VENV)/.installed services
 deploy: $(VENV)/.installed
 	$(BIN)/python -m ops.cluster deploy
 
+# Every speed figure as a ratio to its bare twin measured in the same run, on SQLite with one
+# process and on PostgreSQL + Redis with two (bench/ratios.py, about 15 minutes); `make bench-all`
+# adds every other stage of the benchmark (bench/run.py: throughput, replay, Chromium, cluster...).
 bench: $(VENV)/.installed-dev services
+	$(BIN)/python -m bench.ratios
+
+bench-all: bench
 	$(BIN)/python bench/run.py
 
 # The fuzzers of `make test` (on PostgreSQL, the stricter backend), twenty times longer; a new

@@ -12,6 +12,15 @@ Over HTTP it is the bare request: any POST is read to its end and answered with 
 through Daphne. A POST to ``/drf/`` goes instead through Django's ASGI handler, with no
 middleware, to a DRF view with no authentication that parses the JSON body and answers the same
 document: what the framework alone costs, before any of Parley's work.
+
+The twins of bench/ratios.py, plain ASGI (no Channels consumer), through Daphne's own send:
+
+- ``/accept/``: a socket accepted and sent one frame the size of Parley's ``ws.ready``, then
+  held until it closes: a handshake's floor, and a socket's resident memory;
+- ``/fan/<group>/``: the same, the socket joining group ``<group>``; a POST to ``/fan/run/``
+  with ``{"groups": G, "rate": R, "seconds": S}`` sends an event-sized frame R times a second
+  for S seconds to every socket of groups ``0`` to ``G - 1``, and answers once done: the
+  fan-out's floor.
 """
 
 import asyncio
@@ -61,7 +70,20 @@ FRAME = json.dumps(
     },
     separators=(",", ":"),
 )
+READY = json.dumps(
+    {
+        "type": "ws.ready",
+        "conversation": "c_0123456789abcdef",
+        "latest_seq": 123456,
+        "in_flight": False,
+        "turn": None,
+        "status": None,
+        "role": "owner",
+    },
+    separators=(",", ":"),
+)
 SOCKETS: set = set()
+GROUPS: dict[str, set] = {}
 
 
 class PushConsumer(AsyncWebsocketConsumer):
@@ -119,6 +141,50 @@ async def answer(scope, receive, send):
     await send({"type": "http.response.body", "body": ANSWER if ok else b""})
 
 
+async def accept(scope, receive, send, group: set | None = None):
+    """A bare socket: accepted, sent a ws.ready-sized frame, held (in ``group``) until closed."""
+    assert (await receive())["type"] == "websocket.connect"
+    await send({"type": "websocket.accept"})
+    await send({"type": "websocket.send", "text": READY})
+    if group is not None:
+        group.add(send)
+    try:
+        while (await receive())["type"] != "websocket.disconnect":
+            pass
+    finally:
+        if group is not None:
+            group.discard(send)
+
+
+async def fan_run(scope, receive, send):
+    """POST /fan/run/: the frame sent ``rate`` times a second to every socket of the first
+    ``groups`` groups for ``seconds``, each tick on time (as a paced turn's events are)."""
+    body = b""
+    while True:
+        message = await receive()
+        body += message.get("body", b"")
+        if not message.get("more_body", False):
+            break
+    spec = json.loads(body)
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    ticks = round(spec["rate"] * spec["seconds"])
+    message = {"type": "websocket.send", "text": FRAME}
+    for tick in range(ticks):
+        for number in range(spec["groups"]):
+            for member in list(GROUPS.get(str(number), ())):
+                await member(message)
+        await asyncio.sleep(max(0, started + (tick + 1) / spec["rate"] - loop.time()))
+    await send(
+        {
+            "type": "http.response.start",
+            "status": 200,
+            "headers": [(b"content-type", b"application/json")],
+        }
+    )
+    await send({"type": "http.response.body", "body": ANSWER})
+
+
 class BareDrfView(APIView):
     def post(self, request):
         request.data  # parsed, as a view's body is  # noqa: B018
@@ -133,9 +199,16 @@ async def application(scope, receive, send):
     if scope["type"] == "http":
         if scope["path"] == "/drf/":
             await django_app(scope, receive, send)
+        elif scope["path"] == "/fan/run/":
+            await fan_run(scope, receive, send)
         else:
             await answer(scope, receive, send)
     elif scope["path"] == "/stock/":
         await stock(scope, receive, send)
+    elif scope["path"] == "/accept/":
+        await accept(scope, receive, send)
+    elif scope["path"].startswith("/fan/"):
+        group = GROUPS.setdefault(scope["path"].split("/")[2], set())
+        await accept(scope, receive, send, group)
     else:
         await push(scope, receive, send)

@@ -1,6 +1,6 @@
 """Parley's benchmark: the bare-Daphne ceiling and Parley, measured side by side in one run.
 
-    make bench            (or: .venv/bin/python bench/run.py [--quick])
+    make bench-all        (after bench/ratios.py; or: .venv/bin/python bench/run.py [--quick])
 
 Every figure is the median of several rounds, and every Parley figure is reported beside the
 ceiling measured in the same run, because this machine is shared and noisy. Results are printed

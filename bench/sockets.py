@@ -42,19 +42,24 @@ def _arrival_delay_ms(frame: str, now: float) -> float | None:
 
 
 async def worker(port: int, token: str, targets: list[str]) -> None:
-    """A client process: open a socket to each conversation of ``targets``, say so, read until
-    told to stop, then print what it measured as JSON."""
+    """A client process: say it is ready, wait for "go", open a socket to each conversation of
+    ``targets`` (or to each path, for a target starting with ``/``), say so, read until told to
+    stop (printing how many event frames it has read whenever told "count"), then print what
+    it measured as JSON."""
     headers = {"Authorization": f"Token {token}"}
     gate = asyncio.Semaphore(IN_FLIGHT)
     delays: list[float] = []
     failed = 0
+    print(json.dumps({"ready": True}), flush=True)
+    await asyncio.to_thread(sys.stdin.readline)  # "go"
 
     async def open_one(cid: str):
         nonlocal failed
         async with gate:
             try:
+                path = cid if cid.startswith("/") else f"/ws/conversations/{cid}/"
                 ws = await websockets.connect(
-                    f"ws://127.0.0.1:{port}/ws/conversations/{cid}/",
+                    f"ws://127.0.0.1:{port}{path}",
                     additional_headers=headers,
                     open_timeout=120,
                     ping_interval=None,
@@ -79,7 +84,9 @@ async def worker(port: int, token: str, targets: list[str]) -> None:
             pass
 
     readers = [asyncio.create_task(read(ws)) for ws in opened]
-    await asyncio.to_thread(sys.stdin.readline)  # "stop"
+    while (await asyncio.to_thread(sys.stdin.readline)).strip() == "count":
+        print(json.dumps({"frames": len(delays)}), flush=True)
+    # "stop"
     for task in readers:
         task.cancel()
     await asyncio.gather(*(ws.close() for ws in opened), return_exceptions=True)
@@ -87,14 +94,17 @@ async def worker(port: int, token: str, targets: list[str]) -> None:
 
 
 class Workers:
-    """The client processes, each given its share of the sockets."""
+    """The client processes, each given its share of the sockets (``conversations`` may be
+    paths instead, each starting with ``/``)."""
 
-    def __init__(self, port: int, token: str, conversations: list[str], sockets: int):
+    def __init__(
+        self, port: int, token: str, conversations: list[str], sockets: int, processes=WORKERS
+    ):
         self.processes = []
         # Socket k watches conversation k mod 100; the workers take the sockets in turn.
         targets = [conversations[k % len(conversations)] for k in range(sockets)]
-        for number in range(WORKERS):
-            mine = targets[number::WORKERS]
+        for number in range(processes):
+            mine = targets[number::processes]
             args = json.dumps({"port": port, "token": token, "targets": mine})
             self.processes.append(
                 asyncio.create_subprocess_exec(
@@ -110,13 +120,32 @@ class Workers:
                 )
             )
 
-    async def start(self) -> dict:
+    async def spawn(self) -> list[int]:
+        """The processes started and ready to open their sockets; their ids."""
         self.processes = [await process for process in self.processes]
+        for process in self.processes:
+            assert json.loads(await process.stdout.readline())["ready"]
+        return [process.pid for process in self.processes]
+
+    async def start(self) -> dict:
+        """Every socket opened (the processes spawned first if they are not yet)."""
+        if not all(isinstance(p, asyncio.subprocess.Process) for p in self.processes):
+            await self.spawn()
+        for process in self.processes:
+            process.stdin.write(b"go\n")
+            await process.stdin.drain()
         reports = [json.loads(await p.stdout.readline()) for p in self.processes]
         return {
             "connected": sum(r["connected"] for r in reports),
             "failed": sum(r["failed"] for r in reports),
         }
+
+    async def frames(self) -> int:
+        """How many event frames the sockets have read so far, in all."""
+        for process in self.processes:
+            process.stdin.write(b"count\n")
+            await process.stdin.drain()
+        return sum([json.loads(await p.stdout.readline())["frames"] for p in self.processes])
 
     async def stop(self) -> list[float]:
         delays: list[float] = []
