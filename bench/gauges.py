@@ -107,18 +107,25 @@ class ClientMeter:
             "bench": own,
             "workers_max": max(workers, default=0.0),
             "machine": self.machine_share,
-            "saturated": max([own, *workers]) >= CLIENT_SATURATED
-            or self.machine_share >= MACHINE_SATURATED,
+            "saturated": max([own, *workers]) >= CLIENT_SATURATED,
+            "machine_saturated": self.machine_share >= MACHINE_SATURATED,
         }
 
 
 def worst(summaries: list[dict]) -> dict:
     """The highest client shares over several measurements (saturated if any was)."""
     if not summaries:
-        return {"bench": 0.0, "workers_max": 0.0, "machine": 0.0, "saturated": False}
+        return {
+            "bench": 0.0,
+            "workers_max": 0.0,
+            "machine": 0.0,
+            "saturated": False,
+            "machine_saturated": False,
+        }
     return {
         "bench": max(s["bench"] for s in summaries),
         "workers_max": max(s["workers_max"] for s in summaries),
         "machine": max(s["machine"] for s in summaries),
         "saturated": any(s["saturated"] for s in summaries),
+        "machine_saturated": any(s.get("machine_saturated") for s in summaries),
     }

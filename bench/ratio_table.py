@@ -99,6 +99,8 @@ def _client(cell: dict | None) -> str:
         return ""
     c = cell["client"]
     mark = " client saturated" if c["saturated"] else ""
+    if c.get("machine_saturated"):
+        mark += " machine full"
     return f"{c['bench']:.0%}/{c['workers_max']:.0%} m{c['machine']:.0%}{mark}"
 
 
@@ -147,7 +149,9 @@ def report(results: dict) -> str:
         *map(render, body),
         "client CPU: the bench process's / its busiest worker process's share of a core, and m: "
         "the machine's busy share of all its cores, over the measurement (the worst round); "
-        "'client saturated': a client at >= 90% of a core or the machine at >= 95%.",
+        "'client saturated': a client process at >= 90% of a core (the client may have been "
+        "the bottleneck); 'machine full': both cores at >= 95% (servers and clients shared "
+        "them: CPU per unit still holds, latencies include waiting for a core).",
     ]
     notes = [
         f"  {row['figure']} on {c}: {row[c]['note']}"
