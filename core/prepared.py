@@ -19,8 +19,10 @@ from django.db.models import QuerySet
 from django.db.models.query import get_related_populators
 from django.db.transaction import TransactionManagementError
 
-# The stand-in a lookup is built with, found again among the compiled query's parameters.
+# The stand-in a lookup is built with, found again among the compiled query's parameters; a
+# lookup by a number (a workspace's id) is built with NUMBER, which a number field takes.
 MARK = "parley:prepared:value"
+NUMBER = -7_340_177_331
 
 
 class _Compiled:
@@ -36,12 +38,16 @@ class _Compiled:
         "sql",
     )
 
-    def __init__(self, queryset: QuerySet):
+    def __init__(self, queryset: QuerySet, mark):
         compiler = queryset.query.get_compiler(using=queryset.db)
         sql, params = compiler.as_sql()
         self.params = list(params)
-        spots = [index for index, value in enumerate(self.params) if value == MARK]
-        if len(spots) != 1 or MARK in sql or compiler.has_extra_select:
+        spots = [
+            index
+            for index, value in enumerate(self.params)
+            if type(value) is type(mark) and value == mark
+        ]
+        if len(spots) != 1 or str(mark) in sql or compiler.has_extra_select:
             raise ValueError(
                 "A prepared lookup takes one value, passed to the database as it is, and no "
                 f"extra columns: {sql}"
@@ -64,16 +70,18 @@ class _Compiled:
 
 class PreparedLookup:
     """``build(value)`` returns the queryset, of model instances, that a call with ``value`` (a
-    string, compared as it is: an id) runs; build it for nothing but that value."""
+    string, compared as it is: an id) runs; build it for nothing but that value. ``number``: the
+    value is an integer (a number field's), not a string."""
 
-    def __init__(self, build: Callable[[str], QuerySet]):
+    def __init__(self, build: Callable[[str], QuerySet], *, number: bool = False):
         self._build = build
+        self._mark = NUMBER if number else MARK
         self._local = threading.local()
 
     def _compiled(self) -> _Compiled:
         compiled = getattr(self._local, "compiled", None)
         if compiled is None:
-            compiled = self._local.compiled = _Compiled(self._build(MARK))
+            compiled = self._local.compiled = _Compiled(self._build(self._mark), self._mark)
         return compiled
 
     def all(self, value: str) -> list:
