@@ -75,7 +75,7 @@ _SLACK_MESSAGES = PreparedLookup(
 )
 _WEBHOOKS = PreparedLookup(
     lambda workspace_id: WebhookEndpoint.objects.filter(workspace_id=workspace_id, enabled=True),
-    number=True,
+    kinds=(int,),
 )
 
 

@@ -2,10 +2,12 @@
 compiled once, then only run, and giving what the ORM gives."""
 
 import pytest
+from django.contrib.auth.models import User
 from django.db.models.sql.compiler import SQLCompiler
 
 from conversations import services
-from conversations.models import Turn
+from conversations.access import conversation_access, membership_of
+from conversations.models import Membership, Turn
 from core.errors import ApplicationError
 from core.process import process_id
 from selection.models import Selection
@@ -78,3 +80,21 @@ def test_a_start_beside_an_active_turn_is_refused_naming_it(conversation, people
         409,
         {"turn": turn.pk},
     )
+
+
+def test_the_access_rule_reads_a_membership_compiled_once_and_finds_strangers_none(
+    conversation, people, monkeypatch
+):
+    outsider = User.objects.create_user("outsider")
+    conversation_access(user=people.alice.user, conversation_id=conversation.pk)
+    expected = Membership.objects.get(
+        workspace_id=conversation.workspace_id, user=people.alice.user
+    )
+    compiled = _selects(monkeypatch)
+    _, membership = conversation_access(user=people.alice.user, conversation_id=conversation.pk)
+    assert (membership, membership.role) == (expected, expected.role)
+    assert membership_of(user=outsider, workspace_id=conversation.workspace_id) is None
+    assert compiled == []
+    with pytest.raises(ApplicationError) as refused:
+        conversation_access(user=outsider, conversation_id=conversation.pk)
+    assert (refused.value.code, refused.value.status) == ("not_found", 404)
