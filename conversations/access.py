@@ -10,6 +10,7 @@ from functools import cache
 from django.db import connection
 
 from core.errors import forbidden, not_found
+from core.prepared import PreparedLookup
 
 from .models import Conversation, Membership, Turn, Workspace
 from .selectors import conversation_with_state
@@ -18,7 +19,16 @@ from .selectors import conversation_with_state
 def membership_of(*, user, workspace_id: int) -> Membership | None:
     if not getattr(user, "is_authenticated", False):
         return None
-    return Membership.objects.filter(workspace_id=workspace_id, user=user).first()
+    return _MEMBERSHIP.first(workspace_id, user.pk)
+
+
+# Every request the access rule lets through reads this: compiled once (see core.prepared).
+_MEMBERSHIP = PreparedLookup(
+    lambda workspace_id, user_id: Membership.objects.filter(
+        workspace_id=workspace_id, user_id=user_id
+    ).order_by("pk")[:1],
+    kinds=(int, int),
+)
 
 
 def _require_role(membership: Membership, act: bool, doing: str) -> None:

@@ -19,8 +19,17 @@ from django.db.models import QuerySet
 from django.db.models.query import get_related_populators
 from django.db.transaction import TransactionManagementError
 
-# The stand-in a lookup is built with, found again among the compiled query's parameters.
+# The stand-ins a lookup is built with, found again among the compiled query's parameters: for
+# a string MARK (numbered), for a number (a workspace's id) NUMBER (less the value's place).
 MARK = "parley:prepared:value"
+NUMBER = -7_340_177_331
+
+
+def _marks(kinds: tuple) -> list:
+    return [
+        MARK + (f":{place}" if place else "") if kind is str else NUMBER - place
+        for place, kind in enumerate(kinds)
+    ]
 
 
 class _Compiled:
@@ -32,26 +41,37 @@ class _Compiled:
         "model",
         "params",
         "populators",
-        "span",
+        "spans",
         "sql",
     )
 
-    def __init__(self, queryset: QuerySet):
+    def __init__(self, queryset: QuerySet, marks: list):
         compiler = queryset.query.get_compiler(using=queryset.db)
         sql, params = compiler.as_sql()
         self.params = list(params)
-        spots = [index for index, value in enumerate(self.params) if value == MARK]
-        if len(spots) != 1 or MARK in sql or compiler.has_extra_select:
+        spots = [
+            [
+                index
+                for index, value in enumerate(self.params)
+                if type(value) is type(mark) and value == mark
+            ]
+            for mark in marks
+        ]
+        if (
+            any(len(found) != 1 for found in spots)
+            or any(str(mark) in sql for mark in marks)
+            or compiler.has_extra_select
+        ):
             raise ValueError(
-                "A prepared lookup takes one value, passed to the database as it is, and no "
-                f"extra columns: {sql}"
+                "A prepared lookup takes each of its values as one value in one place, passed to "
+                f"the database as it is, and no extra columns: {sql}"
             )
         # A lookup that locks its rows (select_for_update) runs in a transaction only, as
         # Django's own check says (made by as_sql above the first time, here every time after),
         # and on SQLite too, where Django lets it pass as it locks nothing: a lookup misused
         # there would fail on PostgreSQL.
         self.locks = bool(queryset.query.select_for_update)
-        self.span = spots[0]
+        self.spans = [found[0] for found in spots]
         self.sql, self.compiler, self.db = sql, compiler, queryset.db
         klass_info, select = compiler.klass_info, compiler.select
         fields = klass_info["select_fields"]
@@ -64,23 +84,26 @@ class _Compiled:
 
 class PreparedLookup:
     """``build(value)`` returns the queryset, of model instances, that a call with ``value`` (a
-    string, compared as it is: an id) runs; build it for nothing but that value."""
+    string, compared as it is: an id) runs; build it for nothing but that value. ``kinds``: the
+    kinds of the values ``build`` takes, in order (str, or int for a number field's)."""
 
-    def __init__(self, build: Callable[[str], QuerySet]):
+    def __init__(self, build: Callable[..., QuerySet], *, kinds: tuple = (str,)):
         self._build = build
+        self._marks = _marks(kinds)
         self._local = threading.local()
 
     def _compiled(self) -> _Compiled:
         compiled = getattr(self._local, "compiled", None)
         if compiled is None:
-            compiled = self._local.compiled = _Compiled(self._build(MARK))
+            compiled = self._local.compiled = _Compiled(self._build(*self._marks), self._marks)
         return compiled
 
-    def all(self, value: str) -> list:
-        """The instances ``build(value)`` would give, in its order."""
+    def all(self, *values) -> list:
+        """The instances ``build(*values)`` would give, in its order."""
         compiled = self._compiled()
         params = list(compiled.params)
-        params[compiled.span] = value
+        for span, value in zip(compiled.spans, values, strict=True):
+            params[span] = value
         connection = connections[compiled.db]
         if compiled.locks and connection.get_autocommit():
             raise TransactionManagementError(
@@ -101,7 +124,7 @@ class PreparedLookup:
             found.append(instance)
         return found
 
-    def first(self, value: str):
+    def first(self, *values):
         """The first of them, or None."""
-        found = self.all(value)
+        found = self.all(*values)
         return found[0] if found else None

@@ -13,6 +13,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from conversations.models import Membership
+from core.prepared import PreparedLookup
 from selection.models import Selection
 
 from .models import EVENT_TYPES, Channel, Delivery, WebhookEndpoint, WorkspaceReach
@@ -65,6 +66,19 @@ class Outbox:
             transaction.on_commit(sender.nudge)
 
 
+# Every question asked and settled reads these, in the transaction that asks or settles it:
+# compiled once (see core.prepared).
+_SLACK_MESSAGES = PreparedLookup(
+    lambda selection_id: Delivery.objects.filter(
+        selection_id=selection_id, channel=Channel.SLACK, updates__isnull=True
+    ).exclude(status__in=(Delivery.Status.FAILED, Delivery.Status.SKIPPED))
+)
+_WEBHOOKS = PreparedLookup(
+    lambda workspace_id: WebhookEndpoint.objects.filter(workspace_id=workspace_id, enabled=True),
+    kinds=(int,),
+)
+
+
 def plan(*, selection: Selection, cause: str, to: list) -> list[Delivery]:
     """The deliveries ``cause`` makes for ``selection`` (unsaved)."""
     now = timezone.now()
@@ -86,9 +100,7 @@ def plan(*, selection: Selection, cause: str, to: list) -> list[Delivery]:
 
     if cause == Delivery.Cause.SETTLED:
         # Every Slack message about it says how it ended (once each is posted).
-        for message in Delivery.objects.filter(
-            selection=selection, channel=Channel.SLACK, updates__isnull=True
-        ).exclude(status__in=(Delivery.Status.FAILED, Delivery.Status.SKIPPED)):
+        for message in _SLACK_MESSAGES.all(selection.pk):
             # (Addressed by the message it updates: one person may have had several.)
             add(Channel.SLACK, message.pk, updates=message)
     else:
@@ -118,9 +130,7 @@ def plan(*, selection: Selection, cause: str, to: list) -> list[Delivery]:
             if channel_id:
                 add(Channel.SLACK, f"#{channel_id}")
     event_type = EVENT_TYPES[cause]
-    for endpoint in WebhookEndpoint.objects.filter(
-        workspace_id=selection.conversation.workspace_id, enabled=True
-    ):
+    for endpoint in _WEBHOOKS.all(selection.conversation.workspace_id):
         if event_type in endpoint.event_types:
             add(Channel.WEBHOOK, endpoint.pk, endpoint=endpoint)
     return planned

@@ -4,6 +4,7 @@ every batch it writes to this hook (conversations.hooks.index), inside the same 
 from datetime import datetime
 
 from conversations.events import EventType
+from core.prepared import PreparedLookup
 from selection.models import Selection
 
 from .models import SearchEntry
@@ -17,8 +18,17 @@ def questions_answered(events, selections=Selection.objects) -> dict[str, dict]:
     ids = [data.get("selection") for _, type_, data in events if type_ == resolved]
     if not ids:
         return {}
-    found = selections.filter(pk__in=ids).values("id", "kind", "options", "schema", "field_order")
+    if len(ids) == 1 and selections is Selection.objects:
+        # An answer's own batch (the answer's path): its question, by a lookup compiled once.
+        found = _QUESTION.first(str(ids[0]))
+        return {found.pk: {name: getattr(found, name) for name in READ}} if found else {}
+    found = selections.filter(pk__in=ids).values("id", *READ)
     return {question.pop("id"): question for question in found}
+
+
+# What reading an answer needs of its question.
+READ = ("kind", "options", "schema", "field_order")
+_QUESTION = PreparedLookup(lambda pk: Selection.objects.filter(pk=pk).only(*READ))
 
 
 def answer_words(data: dict, questions: dict[str, dict]) -> str | None:

@@ -7,9 +7,10 @@ parked turn re-reads it now and then.
 """
 
 from datetime import timedelta
+from functools import cache
 
 from django.conf import settings
-from django.db import transaction
+from django.db import connection, transaction
 from django.utils import timezone
 
 from conversations.events import Frame
@@ -33,6 +34,11 @@ from .validation import clean_answer
 ACTIONS = {"dismiss": Selection.Status.DISMISSED, "decline": Selection.Status.DECLINED}
 
 
+# Every question asked reads these first: compiled once (see core.prepared).
+_STORED = PreparedLookup(lambda selection_id: Selection.objects.filter(pk=selection_id))
+_ASKING_TURN = PreparedLookup(lambda turn_id: Turn.objects.filter(pk=turn_id).only("started_by"))
+
+
 def selection_request(
     *,
     selection_id: str,
@@ -54,11 +60,11 @@ def selection_request(
     Raises 429 ``throttled`` (nothing stored, nobody told) when the person the turn acts for
     (who started it: for MCP's ``ask``, the token's owner) has had more questions asked on
     their behalf than ``PARLEY_QUESTION_RATE`` allows."""
-    if stored := Selection.objects.filter(pk=selection_id).first():
+    if stored := _STORED.first(str(selection_id)):
         return stored  # a retry whose first attempt committed
-    on_behalf_of = Turn.objects.filter(pk=turn_id).values_list("started_by_id", flat=True).first()
-    if on_behalf_of is not None:
-        rate_check("questions", on_behalf_of)
+    asking = _ASKING_TURN.first(str(turn_id))
+    if asking is not None and asking.started_by_id is not None:
+        rate_check("questions", asking.started_by_id)
     now = timezone.now()
     if escalate is None:
         escalate = settings.PARLEY_ESCALATE_QUESTIONS
@@ -70,7 +76,7 @@ def selection_request(
             )
         selection = Selection.objects.create(
             id=selection_id,
-            conversation_id=turn.conversation_id,
+            conversation=turn.conversation,  # read with the turn: the notices need it
             turn=turn,
             ordinal=ordinal,
             addressee=addressee,
@@ -213,15 +219,37 @@ def _resolve(
         selection.resolved_seq = frame.seq
         _tell_people(selection, "settled", workspace_id=selection.conversation.workspace_id)
         # Back to running, unless the agent is waiting on another question too.
-        Turn.objects.filter(pk=selection.turn_id, status=Turn.Status.AWAITING_INPUT).exclude(
-            selections__status=Selection.Status.PENDING
-        ).update(status=Turn.Status.RUNNING)
+        with connection.cursor() as cursor:
+            cursor.execute(
+                _back_to_running_sql(),
+                [*_BACK_TO_RUNNING, selection.turn_id],
+            )
         # The wake-up carries the committed outcome, so the turn goes on without reading it; a
         # turn nobody holds (released from memory while it waited, or its process stopped) is
         # resumed by this process, and goes on with the outcome.
         message = {"type": "selection.wake", "id": selection.pk, "outcome": selection.outcome()}
         turn_wake(turn=turn, message=message)
     return True
+
+
+# Plain strings: a database driver may adapt an enum by its name.
+_BACK_TO_RUNNING = [
+    Turn.Status.RUNNING.value,
+    Turn.Status.AWAITING_INPUT.value,
+    Selection.Status.PENDING.value,
+]
+
+
+@cache
+def _back_to_running_sql() -> str:
+    """The turn's return to running once no question of its own is pending: SQL written once
+    (every settlement runs it, where the ORM would compile its subquery afresh each time)."""
+    name = connection.ops.quote_name
+    turn, selection = name(Turn._meta.db_table), name(Selection._meta.db_table)
+    return (
+        f"UPDATE {turn} SET status = %s WHERE status = %s AND NOT EXISTS "
+        f"(SELECT 1 FROM {selection} s WHERE s.turn_id = {turn}.id AND s.status = %s) AND id = %s"
+    )
 
 
 def selection_expire(*, selection: Selection) -> bool:

@@ -17,6 +17,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from core.errors import ApplicationError
+from core.prepared import PreparedLookup
 from core.process import process_id, server_loop
 
 from .. import hooks
@@ -84,7 +85,17 @@ def lock_owned_turn(turn_id: str, process: str) -> Turn:
     """Lock a turn this process runs, for one of its own writes, and return it. Raises TurnLost
     if the turn has ended or another process owns it."""
     claim_owned_turn(turn_id, process)
-    return Turn.objects.get(pk=turn_id)
+    turn = _OWNED_TURN.first(str(turn_id))
+    if turn is None:
+        raise Turn.DoesNotExist("Turn matching query does not exist.")
+    return turn
+
+
+# A turn's own writes (a question asked, its end) read it here: compiled once, with its
+# conversation, which the question's notice needs (see core.prepared).
+_OWNED_TURN = PreparedLookup(
+    lambda turn_id: Turn.objects.select_related("conversation").filter(pk=turn_id)
+)
 
 
 def _lease_end() -> datetime:

@@ -27,6 +27,18 @@ from .ownership import holding, lock_owned_turn, turn_wake
 
 TURN_LOST_ERROR = "The server running this turn stopped before it finished."
 
+# A start and a turn's beginning read these on every turn: compiled once (see core.prepared).
+_ACTIVE_TURN = PreparedLookup(
+    lambda conversation_id: Turn.objects.filter(
+        conversation_id=conversation_id, status__in=Turn.ACTIVE_STATUSES
+    ).only("id")[:1]
+)
+_RUNNING_TURN = PreparedLookup(
+    lambda turn_id: Turn.objects.select_related("conversation__workspace", "started_by").filter(
+        pk=turn_id
+    )
+)
+
 
 def _turn_in_progress(conversation_id: str) -> ApplicationError:
     active = (
@@ -78,9 +90,7 @@ def turn_start(
     text = _clean_input(input)
     try:
         with transaction.atomic():
-            if Turn.objects.filter(
-                conversation=conversation, status__in=Turn.ACTIVE_STATUSES
-            ).exists():
+            if _ACTIVE_TURN.first(conversation.pk) is not None:
                 raise _turn_in_progress(conversation.pk)
             # A process that is shutting down takes no new turns: it leaves them to the others
             # (their upkeep claims turns nobody holds), or to itself once restarted.
@@ -130,7 +140,10 @@ def turn_mark_running(*, turn_id: str, inbox: str, process: str) -> Turn:
         raise ApplicationError(
             "turn_not_queued", f"Turn {turn_id} is not waiting to run.", status=409
         )
-    return Turn.objects.select_related("conversation__workspace", "started_by").get(pk=turn_id)
+    turn = _RUNNING_TURN.first(str(turn_id))
+    if turn is None:
+        raise Turn.DoesNotExist("Turn matching query does not exist.")
+    return turn
 
 
 def turn_await_input(*, turn_id: str, process: str) -> Turn:
