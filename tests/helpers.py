@@ -757,3 +757,20 @@ def signed_in_the_past(obj, *, salt: str, hours: float) -> str:
             return signing.b62_encode(int(time.time() - hours * 3600))
 
     return Then(salt=salt).sign_object(obj)
+
+
+def compiled_selects(monkeypatch) -> list:
+    """The models of the SELECTs the ORM compiles from now on (not the writes' own compilers):
+    a lookup compiled once (core.prepared) adds nothing once it has run in this thread."""
+    from django.db.models.sql.compiler import SQLCompiler
+
+    compiled = []
+    as_sql = SQLCompiler.as_sql
+
+    def counting(self, *args, **kwargs):
+        if type(self) is SQLCompiler:
+            compiled.append(self.query.model)
+        return as_sql(self, *args, **kwargs)
+
+    monkeypatch.setattr(SQLCompiler, "as_sql", counting)
+    return compiled

@@ -2,11 +2,10 @@
 (compiled once: core.prepared): what the ORM gives, its active turn read afresh each time."""
 
 import pytest
-from django.db.models.sql.compiler import SQLCompiler
 
 from conversations.models import Conversation, Turn
 from conversations.selectors import _with_active_turn, conversation_with_state
-from tests.helpers import stored_turn
+from tests.helpers import compiled_selects, stored_turn
 
 pytestmark = pytest.mark.django_db
 
@@ -41,14 +40,7 @@ def test_the_state_is_the_orms_and_read_afresh_without_compiling_again(
     assert _state(conversation_with_state(conversation_id=conversation.pk)) == _state(
         _orm(conversation.pk)
     )
-    compiled = []
-    as_sql = SQLCompiler.as_sql
-
-    def counting(self, *args, **kwargs):
-        compiled.append(self.query.model)
-        return as_sql(self, *args, **kwargs)
-
-    monkeypatch.setattr(SQLCompiler, "as_sql", counting)
+    compiled = compiled_selects(monkeypatch)
     assert conversation_with_state(conversation_id=conversation.pk).active_turn_id is None
     turn = stored_turn(conversation, people.alice.user, "Go")
     Turn.objects.filter(pk=turn.pk).update(status=Turn.Status.AWAITING_INPUT)

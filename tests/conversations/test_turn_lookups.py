@@ -3,7 +3,6 @@ compiled once, then only run, and giving what the ORM gives."""
 
 import pytest
 from django.contrib.auth.models import User
-from django.db.models.sql.compiler import SQLCompiler
 
 from conversations import services
 from conversations.access import conversation_access, membership_of
@@ -13,6 +12,7 @@ from core.process import process_id
 from selection.models import Selection
 from selection.selectors import selection_with_context
 from selection.services import selection_reply, selection_request
+from tests.helpers import compiled_selects
 
 pytestmark = pytest.mark.django_db
 
@@ -39,25 +39,11 @@ def _ask_once(conversation, user, ordinal: int) -> Turn:
     return running
 
 
-def _selects(monkeypatch) -> list:
-    """The SELECTs compiled from now on (not the writes' own compilers)."""
-    compiled = []
-    as_sql = SQLCompiler.as_sql
-
-    def counting(self, *args, **kwargs):
-        if type(self) is SQLCompiler:
-            compiled.append(str(self.query.model.__name__))
-        return as_sql(self, *args, **kwargs)
-
-    monkeypatch.setattr(SQLCompiler, "as_sql", counting)
-    return compiled
-
-
 def test_a_turn_started_begun_and_asking_compiles_no_read_of_its_own_again(
     conversation, people, monkeypatch
 ):
     _ask_once(conversation, people.alice.user, 1)  # compiled here, if this thread had not yet
-    compiled = _selects(monkeypatch)
+    compiled = compiled_selects(monkeypatch)
     running = _ask_once(conversation, people.alice.user, 2)
     assert compiled == []
     expected = Turn.objects.select_related("conversation__workspace", "started_by").get(
@@ -90,7 +76,7 @@ def test_the_access_rule_reads_a_membership_compiled_once_and_finds_strangers_no
     expected = Membership.objects.get(
         workspace_id=conversation.workspace_id, user=people.alice.user
     )
-    compiled = _selects(monkeypatch)
+    compiled = compiled_selects(monkeypatch)
     _, membership = conversation_access(user=people.alice.user, conversation_id=conversation.pk)
     assert (membership, membership.role) == (expected, expected.role)
     assert membership_of(user=outsider, workspace_id=conversation.workspace_id) is None

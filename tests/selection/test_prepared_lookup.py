@@ -4,7 +4,6 @@ run, and giving what the ORM's queryset gives, its related objects and annotatio
 import pytest
 from django.db import connection, transaction
 from django.db.models import Value
-from django.db.models.sql.compiler import SQLCompiler
 from django.db.transaction import TransactionManagementError
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
@@ -12,7 +11,7 @@ from django.utils import timezone
 from core.prepared import PreparedLookup
 from selection.models import Selection
 from selection.selectors import selection_with_context
-from tests.helpers import stored_turn, waiting_question
+from tests.helpers import compiled_selects, stored_turn, waiting_question
 
 pytestmark = pytest.mark.django_db
 
@@ -57,14 +56,7 @@ def test_it_is_compiled_once_however_many_ids_it_is_asked_for(conversation, peop
     turn = stored_turn(conversation, people.alice.user, "Plan the offsite")
     ids = [waiting_question(turn, ordinal, f"Question {ordinal}?").pk for ordinal in (1, 2, 3)]
     selection_with_context(selection_id=ids[0])  # compiled here, if this thread had not yet
-    compiled = []
-    as_sql = SQLCompiler.as_sql
-
-    def counting(self, *args, **kwargs):
-        compiled.append(self.query.model)
-        return as_sql(self, *args, **kwargs)
-
-    monkeypatch.setattr(SQLCompiler, "as_sql", counting)
+    compiled = compiled_selects(monkeypatch)
     assert [selection_with_context(selection_id=pk).pk for pk in ids] == ids
     assert compiled == []
 
