@@ -229,6 +229,9 @@ def test_markup_in_inputs_and_agent_output_is_shown_as_text(browsing, conversati
     question(page).get_by_role("button", name="Dismiss").click()
     expect(page.locator(".turn-end")).to_have_text("Completed")
     send(page, "summarize notes/evil.md")
+    # Its own end (the first turn's is already there): the next input must start a turn, not
+    # steer this one while it is still streaming.
+    expect(page.locator(".turn-end")).to_have_count(2)
     expect(page.locator(".turn-end").last).to_have_text("Completed")
     reply = page.locator(".entry-agent .markdown").last
     expect(reply).to_contain_text("<script>window.pwned = 'script'</script>")
@@ -243,6 +246,7 @@ def test_markup_in_inputs_and_agent_output_is_shown_as_text(browsing, conversati
     )
     expect(card.get_by_label("<b>one.md")).to_be_visible()
     card.get_by_role("button", name="Dismiss").click()
+    expect(page.locator(".turn-end")).to_have_count(3)
     expect(page.locator(".turn-end").last).to_have_text("Completed")
     transcript = page.locator("#transcript")
     expect(transcript.locator("img, script, b")).to_have_count(0)
