@@ -85,7 +85,7 @@ deploy: $(VENV)/.installed
 	$(BIN)/python -m ops.cluster deploy
 
 # Every speed figure as a ratio to its bare twin measured in the same run, on SQLite with one
-# process and on PostgreSQL + Redis with two (bench/ratios.py, about 15 minutes); `make bench-all`
+# process and on PostgreSQL + Redis with two (bench/ratios.py, about 7 minutes); `make bench-all`
 # adds every other stage of the benchmark (bench/run.py: throughput, replay, Chromium, cluster...).
 bench: $(VENV)/.installed-dev services
 	$(BIN)/python -m bench.ratios
