@@ -17,7 +17,7 @@ from core.sockets import GuardedConsumer, anything, flag, identifier, optional_s
 from core.throttles import rate_check
 
 from . import hooks, revocation, services
-from .access import conversation_access, conversation_watching
+from .access import conversation_access
 from .events import check_seq_within, parse_seq
 from .feed import ConversationFeed
 from .metrics import SOCKETS_BEHIND, SOCKETS_OPEN
@@ -124,20 +124,20 @@ class ConversationConsumer(GuardedConsumer):
                 code=CLOSE_FORBIDDEN if user.is_authenticated else CLOSE_UNAUTHENTICATED
             )
             return
-        watching, first_page = opened
+        conversation, role, first_page = opened
         if not await self.hold_slot(user):
             return  # closed with 4429: the person has as many sockets open as they may
         self.held = revocation.hold(
             user_id=user.pk,
-            workspace_id=watching.workspace_id,
-            role=watching.role,
+            workspace_id=conversation.workspace_id,
+            role=role,
             revoke=self.revoked,
             **revocation.credentials(self.scope),
         )
         try:
             if bad_query is not None:
                 raise bad_query
-            check_seq_within(from_seq, watching.last_seq)
+            check_seq_within(from_seq, conversation.last_seq)
         except ApplicationError as error:
             await self.refuse(error)
             return
@@ -146,11 +146,11 @@ class ConversationConsumer(GuardedConsumer):
             {
                 "type": "ws.ready",
                 "conversation": self.conversation_id,
-                "latest_seq": watching.last_seq,
-                "in_flight": watching.active_turn_id is not None,
-                "turn": watching.active_turn_id,
-                "status": watching.active_turn_status,
-                "role": watching.role,
+                "latest_seq": conversation.last_seq,
+                "in_flight": conversation.active_turn_id is not None,
+                "turn": conversation.active_turn_id,
+                "status": conversation.active_turn_status,
+                "role": role,
             }
         )
         self.ready = True
@@ -163,8 +163,8 @@ class ConversationConsumer(GuardedConsumer):
         opened = await run_db(self._open, watch)
         if opened is None:
             return None
-        watching, first_page, self.watcher_id = opened  # kept, even if connect was cancelled
-        return watching, first_page
+        conversation, role, first_page, self.watcher_id = opened  # kept, even if cancelled
+        return conversation, role, first_page
 
     def _open(self, watch: bool):
         """The person (see core.auth), then what they may see of the conversation with its
@@ -175,21 +175,24 @@ class ConversationConsumer(GuardedConsumer):
         if not user.is_authenticated:
             return None
         try:
-            watching = conversation_watching(user_id=user.pk, conversation_id=self.conversation_id)
+            # The access rule every way in asks (its reads compiled once: core.prepared).
+            conversation, membership = conversation_access(
+                user=user, conversation_id=self.conversation_id
+            )
         except ApplicationError:
             return None
-        if self.feed.last_seq >= watching.last_seq:
+        if self.feed.last_seq >= conversation.last_seq:
             # Nothing to replay (or refused: from_seq is past the latest event). Events
             # committed since the read come live.
             first_page = []
         else:
             first_page = self.feed.read_first_page()
         watcher_id = None
-        if watch and self.feed.last_seq <= watching.last_seq:
+        if watch and self.feed.last_seq <= conversation.last_seq:
             watcher_id = services.watcher_add(
                 conversation_id=self.conversation_id, user=user, process=process_id()
             ).pk
-        return watching, first_page, watcher_id
+        return conversation, membership.role, first_page, watcher_id
 
     def revoked(self, kind: str) -> None:
         """The person lost access (see conversations.revocation): nothing more is sent, and the
