@@ -5,16 +5,15 @@ expired token and an inactive account. Making and revoking are audited (the toke
 never its key); revoking ends at once what the token holds open (conversations.revocation)."""
 
 from datetime import datetime, timedelta
-from functools import cache
 
-from django.contrib.auth import get_user_model
-from django.db import connection, transaction
+from django.db import transaction
 from django.db.models import Q
 from django.db.models.signals import post_delete, post_save
 from django.utils import timezone
 
 from conversations import revocation
 from core.errors import ApplicationError, not_found
+from core.prepared import PreparedLookup
 
 from . import audit
 from .models import ApiToken, hash_key, new_key
@@ -99,7 +98,7 @@ def user_and_token_for(key: str):
     expired token, or an inactive account. Notes the token's use (at most once a minute)."""
     if not key or len(key) > 200:
         return None
-    token = _token_with_user(hash_key(key))
+    token = _TOKEN_WITH_USER.first(hash_key(key))
     now = timezone.now()
     if token is None or not token.is_usable(now) or not token.user.is_active:
         return None
@@ -111,52 +110,11 @@ def user_and_token_for(key: str):
     return token.user, token
 
 
-def _token_with_user(key_hash: str) -> ApiToken | None:
-    """The token of ``key_hash`` with its user, as ``select_related("user")`` gives it (the
-    values converted as the ORM converts them), in one query of SQL written once per process:
-    the ORM would compile its join afresh for every token checked (each socket's handshake, each
-    request), a fifth of a handshake's server CPU."""
-    token_fields, user_fields, sql = _token_query()
-    with connection.cursor() as cursor:
-        cursor.execute(sql, [key_hash])
-        row = cursor.fetchone()
-    if row is None:
-        return None
-    values = [
-        _converted(field, value)
-        for field, value in zip(token_fields + user_fields, row, strict=True)
-    ]
-    count = len(token_fields)
-    token = ApiToken.from_db(
-        connection.alias, [field.attname for field in token_fields], values[:count]
-    )
-    token.user = get_user_model().from_db(
-        connection.alias, [field.attname for field in user_fields], values[count:]
-    )
-    return token
-
-
-@cache
-def _token_query() -> tuple[list, list, str]:
-    name = connection.ops.quote_name
-    user_model = get_user_model()
-    token_fields, user_fields = ApiToken._meta.concrete_fields, user_model._meta.concrete_fields
-    columns = [f"t.{name(field.column)}" for field in token_fields]
-    columns += [f"u.{name(field.column)}" for field in user_fields]
-    sql = (
-        f"SELECT {', '.join(columns)} FROM {name(ApiToken._meta.db_table)} t "
-        f"JOIN {name(user_model._meta.db_table)} u "
-        f"ON u.{name(user_model._meta.pk.column)} = t.{name(ApiToken.user.field.column)} "
-        f"WHERE t.{name(ApiToken._meta.get_field('key_hash').column)} = %s"
-    )
-    return list(token_fields), list(user_fields), sql
-
-
-def _converted(field, value):
-    column = field.get_col(field.model._meta.db_table)
-    for converter in connection.ops.get_db_converters(column) + field.get_db_converters(connection):
-        value = converter(value, column, connection)
-    return value
+# Every token checked (each socket's handshake, each request) reads this: compiled once (see
+# core.prepared), where the ORM would compile its join afresh each time.
+_TOKEN_WITH_USER = PreparedLookup(
+    lambda key_hash: ApiToken.objects.select_related("user").filter(key_hash=key_hash)[:1]
+)
 
 
 def usable_token_ids(ids: set[str]) -> set[str]:
